@@ -1,0 +1,8 @@
+// plait: one include for the whole public API.
+#pragma once
+
+#include "plait/bootstrap.h"
+#include "plait/communicator.h"
+#include "plait/error.h"
+#include "plait/store.h"
+#include "plait/types.h"

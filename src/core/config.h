@@ -1,0 +1,54 @@
+// The typed registry of PLAIT_* settings. Every setting is declared once (name, type,
+// default, meaning) in config.cc; Config::from_env() reads them all into a plain struct that
+// the objects which use them own (no setting is cached in a static). Code may change any field
+// after from_env(): that is the "settable in code" path.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace plait {
+
+enum class WaitPolicy { kSpin, kBlock, kHybrid };
+
+struct Config {
+  std::chrono::milliseconds timeout{300000};          // PLAIT_TIMEOUT (ms): every wait
+  std::chrono::milliseconds connect_timeout{120000};  // PLAIT_CONNECT_TIMEOUT (ms)
+  std::string transport = "auto";                     // PLAIT_TRANSPORT: auto|tcp
+  std::string log_level = "warn";                     // PLAIT_LOG: error|warn|info|debug
+  int tcp_streams = 2;                                // PLAIT_TCP_STREAMS: sockets per peer
+  size_t tcp_stripe_bytes = 256 * 1024;               // PLAIT_TCP_STRIPE: striping unit
+  std::string tcp_interface;                          // PLAIT_TCP_IFNAME / address to bind
+  size_t eager_threshold = 0;          // PLAIT_EAGER_THRESHOLD: 0 = from the cost model
+  size_t chunk_bytes = 0;              // PLAIT_CHUNK_BYTES: pipelining unit, 0 = automatic
+  WaitPolicy wait_policy = WaitPolicy::kBlock;  // PLAIT_WAIT: spin|block|hybrid
+  std::chrono::microseconds spin_time{50};       // PLAIT_SPIN_US: hybrid's spin budget
+  int ps_roots = 0;                   // PLAIT_PS_ROOTS: k roots of the ps algorithm, 0 = auto
+  // PLAIT_ALGO_<OP>: forced algorithm per collective, keyed by lower-case op name
+  // ("allreduce" -> "ring"). Empty or "auto" means the cost model chooses.
+  std::map<std::string, std::string> algo;
+
+  // Reads every PLAIT_* variable from the given environment. Throws Error(kInvalidUsage)
+  // naming the variable and the accepted values when one does not parse.
+  static Config from_env(const std::map<std::string, std::string>& env);
+  static Config from_env();  // the process environment
+};
+
+// One row of the registry, for `plait info` and the README's table.
+struct SettingInfo {
+  std::string name;           // "PLAIT_TIMEOUT"
+  std::string type;           // "milliseconds", "int", "bytes", "string", "enum: spin|block|hybrid"
+  std::string default_value;  // as text
+  std::string doc;            // one line
+};
+const std::vector<SettingInfo>& settings();
+// The value a setting has in `config`, as text (for `plait info`).
+std::string setting_value(const Config& config, const std::string& name);
+
+// Parses "64M", "4KiB", "1G", "123" into bytes; throws Error(kInvalidUsage).
+size_t parse_bytes(const std::string& text);
+
+}  // namespace plait

@@ -1,0 +1,190 @@
+// The Fabric: plait's transport interface with RDMA (verbs) semantics, made portable.
+//
+//   Fabric            one per process per job; owns the connections to every peer, the
+//                     registered memory, and the progress engine (a progress thread).
+//   MemoryRegion      memory registered for remote access; its RemoteKey {addr, len, key} is
+//                     what a peer needs to write into or read from it.
+//   CompletionQueue   where finished operations are reported; each operation names the queue
+//                     and carries the caller's `context` (like a verbs wr_id) back.
+//
+// Operations never block the caller on the network: they are queued and complete later on
+// the queue they name (a fast path may complete them before the call returns; the completion
+// is still delivered through the queue). A provider never knows what a collective is.
+//
+// Ordering: two-sided messages from one sender to one receiver are *matched* in the order
+// they were sent (like MPI's non-overtaking rule), even when their payloads are striped over
+// several sockets.
+//
+// Errors: an operation that fails completes with `error` set (never throws from the
+// progress thread). Invalid arguments detectable at the call (null buffer, unknown peer)
+// throw plait::Error(kInvalidUsage) from the call itself.
+//
+// Remote access: every one-sided operation is checked by the target against the key, the
+// region's bounds and its access flags *before* any byte is touched; a violation fails the
+// initiator's operation (kInvalidUsage, naming key, offset, length and region size) and leaves
+// the target's memory untouched. A dead peer fails every pending operation involving it
+// (kRemote, naming the peer and the OS error).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/config.h"
+#include "plait/error.h"
+#include "plait/store.h"
+
+namespace plait::transport {
+
+inline constexpr int kAnySource = -1;
+
+enum Access : uint32_t {
+  kAccessLocal = 0,
+  kAccessRemoteRead = 1u << 0,
+  kAccessRemoteWrite = 1u << 1,
+  kAccessRemoteAtomic = 1u << 2,
+  kAccessAll = kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic,
+};
+
+// What a peer needs to address a region. `addr` is the region's base as the owner sees it;
+// one-sided operations take an offset relative to it.
+struct RemoteKey {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint64_t key = 0;
+};
+
+enum class OpType : uint8_t {
+  kSend,
+  kRecv,
+  kWrite,
+  kRead,
+  kFetchAdd,
+  kCompareSwap,
+  kRemoteWriteImm,  // target side: a peer's write-with-immediate landed in our memory
+};
+std::string_view to_string(OpType op);
+
+struct Completion {
+  uint64_t context = 0;  // the caller's cookie
+  OpType op = OpType::kSend;
+  int peer = -1;         // the other side (for kRecv: the actual source)
+  size_t bytes = 0;      // bytes transferred (kRecv: the message's length)
+  uint64_t tag = 0;      // kSend/kRecv: the message tag
+  uint64_t header = 0;   // kRecv: the sender's header word, delivered unmatched
+  uint32_t imm = 0;      // kRemoteWriteImm: the immediate
+  uint64_t offset = 0;   // kRemoteWriteImm: where in the region the write landed
+  uint64_t key = 0;      // kRemoteWriteImm: the region's key
+  std::shared_ptr<const Error> error;  // null on success
+  bool ok() const { return error == nullptr; }
+};
+
+class CompletionQueue {
+ public:
+  virtual ~CompletionQueue() = default;
+  // Non-blocking: takes one completion if there is one.
+  virtual bool poll(Completion* out) = 0;
+  // Waits (per the fabric's wait policy: spin, block, hybrid) until a completion is there or
+  // the timeout passes; returns false on timeout.
+  virtual bool wait(Completion* out, std::chrono::microseconds timeout) = 0;
+  // Wakes a thread blocked in wait() without a completion (wait returns false).
+  virtual void interrupt() = 0;
+};
+
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;  // deregisters: later remote accesses fail
+  virtual void* addr() const = 0;
+  virtual size_t length() const = 0;
+  virtual uint32_t access() const = 0;
+  virtual RemoteKey remote_key() const = 0;
+};
+
+// What a provider can do, stated up front (not "not implemented" at run time).
+struct Capabilities {
+  std::string provider;     // "tcp"
+  bool tagged = true;       // two-sided tagged send/recv
+  bool rma = true;          // one-sided write/read
+  bool write_imm = true;
+  bool atomics = true;
+  bool any_source = true;
+  int streams_per_peer = 1;
+};
+
+// The provider's alpha-beta model: sending n bytes costs alpha_us + n / beta_Bpus. The eager
+// threshold is where rendezvous' extra round trip is paid back by avoiding a copy.
+struct CostModel {
+  double alpha_us = 20.0;       // latency of a small message, microseconds
+  double beta_bytes_per_us = 1000.0;  // bandwidth, bytes per microsecond (1000 = 1 GB/s)
+  double copy_bytes_per_us = 5000.0;  // memcpy bandwidth on the receiver
+  size_t eager_threshold = 64 * 1024;
+};
+
+struct FabricOptions {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;  // for exchanging addresses; keys are scoped by `name`
+  std::string name = "fabric";   // store scope, unique per fabric in a job
+  std::string job_token;         // every connection proves it knows it (HMAC challenge)
+  Config config;
+};
+
+class Fabric {
+ public:
+  virtual ~Fabric() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const Capabilities& capabilities() const = 0;
+  virtual const CostModel& cost_model() const = 0;
+
+  virtual std::unique_ptr<CompletionQueue> create_cq() = 0;
+  virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
+                                                        uint32_t access) = 0;
+
+  // Two-sided. The receiver's buffer must be at least the message's length, else the recv
+  // completes with a truncation error. `peer` for recv may be kAnySource.
+  virtual void send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
+                    CompletionQueue* cq, uint64_t context) = 0;
+  virtual void recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                    uint64_t context) = 0;
+
+  // One-sided. `remote_offset` is relative to rk.addr. A write with `imm` also delivers a
+  // kRemoteWriteImm completion on the target's immediate queue (set_imm_cq) after the data
+  // is in place. Initiator completions mean the target has applied the operation.
+  virtual void write(int peer, const void* local, size_t len, const RemoteKey& rk,
+                     uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
+                     uint64_t context) = 0;
+  virtual void read(int peer, void* local, size_t len, const RemoteKey& rk,
+                    uint64_t remote_offset, CompletionQueue* cq, uint64_t context) = 0;
+  // 64-bit atomics on an 8-byte aligned remote word; the old value lands in *result.
+  virtual void fetch_add(int peer, uint64_t* result, const RemoteKey& rk,
+                         uint64_t remote_offset, uint64_t add, CompletionQueue* cq,
+                         uint64_t context) = 0;
+  virtual void compare_swap(int peer, uint64_t* result, const RemoteKey& rk,
+                            uint64_t remote_offset, uint64_t expected, uint64_t desired,
+                            CompletionQueue* cq, uint64_t context) = 0;
+
+  // Where kRemoteWriteImm completions go; without one they are dropped (with a debug log).
+  virtual void set_imm_cq(CompletionQueue* cq) = 0;
+
+  // Cancels every pending operation that would complete on `cq`: posted receives are
+  // removed, in-flight incoming data for them is discarded instead of written. On return no
+  // byte will be written into those buffers any more; the cancelled operations complete with
+  // kAborted errors. Used when a communicator aborts, so user memory is never touched after.
+  virtual void cancel(CompletionQueue* cq) = 0;
+
+  // True once the peer's connection failed (died, closed, reset).
+  virtual bool peer_failed(int peer) const = 0;
+};
+
+// Creates the fabric for a job: listens, publishes its address in the store, connects to
+// every peer (each connection authenticated with the job token) and starts the progress
+// thread. Throws plait::Error (kTimeout naming the ranks that never showed up, kRemote,
+// kSystem, or kInvalidUsage for a wrong job token) within options.config.connect_timeout.
+std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options);
+
+}  // namespace plait::transport
