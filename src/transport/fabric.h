@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "plait/error.h"
@@ -129,6 +130,9 @@ struct FabricOptions {
   std::shared_ptr<Store> store;  // for exchanging addresses; keys are scoped by `name`
   std::string name = "fabric";   // store scope, unique per fabric in a job
   std::string job_token;         // every connection proves it knows it (HMAC challenge)
+  // A host whose route picks the address peers should use to reach us (the store's host);
+  // PLAIT_TCP_IFNAME (config.tcp_interface) wins over it. Empty: 127.0.0.1.
+  std::string route_hint;
   Config config;
 };
 
@@ -186,5 +190,8 @@ class Fabric {
 // thread. Throws plait::Error (kTimeout naming the ranks that never showed up, kRemote,
 // kSystem, or kInvalidUsage for a wrong job token) within options.config.connect_timeout.
 std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options);
+
+// The providers built into this binary and what they can do, for `plait info`.
+std::vector<Capabilities> provider_capabilities(const Config& config);
 
 }  // namespace plait::transport
