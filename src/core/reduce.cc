@@ -1,84 +1,174 @@
-// Scalar reference kernels. (To be replaced by vectorised kernels with runtime dispatch.)
+// Public entry points of the reduction kernels and the choice of ISA variant. The variants
+// themselves live in reduce_baseline.cc / reduce_avx2.cc / reduce_avx512.cc, one constant
+// table each (reduce_table.h).
 #include "core/reduce.h"
 
-#include <algorithm>
-#include <cstdint>
+#include <string>
 
-#include "core/half.h"
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "core/reduce_dispatch.h"
+#include "core/reduce_table.h"
+#include "plait/error.h"
 
 namespace plait {
 namespace {
 
-template <typename T>
-T combine(ReduceOp op, T a, T b) {
+using reduce_detail::ReduceKernels;
+
+bool cpu_supports(IsaLevel level) {
+#if defined(__x86_64__)
+  // libgcc's checks include the OS half (XGETBV): AVX state is only reported when the kernel
+  // saves the wide registers.
+  __builtin_cpu_init();
+  // F16C straight from CPUID (leaf 1, ECX): not every compiler's __builtin_cpu_supports
+  // knows it. Its registers are the AVX ones, whose OS support the avx2 check covers.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  switch (level) {
+    case IsaLevel::kBaseline:
+      return true;
+    case IsaLevel::kAvx2:
+      return avx2;
+    case IsaLevel::kAvx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+  return false;
+#else
+  return level == IsaLevel::kBaseline;
+#endif
+}
+
+const ReduceKernels& kernels_of(IsaLevel level) {
+  switch (level) {
+#if defined(__x86_64__)
+    case IsaLevel::kAvx512:
+      return reduce_detail::kAvx512Kernels;
+    case IsaLevel::kAvx2:
+      return reduce_detail::kAvx2Kernels;
+#endif
+    default:
+      return reduce_detail::kBaselineKernels;
+  }
+}
+
+IsaLevel detect_best_level() {
+  for (IsaLevel level : {IsaLevel::kAvx512, IsaLevel::kAvx2}) {
+    if (cpu_supports(level)) return level;
+  }
+  return IsaLevel::kBaseline;
+}
+
+const ReduceKernels& active_kernels() { return kernels_of(active_isa_level()); }
+
+std::string describe(DataType dtype) {
+  auto index = static_cast<size_t>(dtype);
+  if (index < reduce_detail::kDataTypeCount) return std::string(to_string(dtype));
+  return "dtype #" + std::to_string(index);
+}
+
+size_t dtype_index(DataType dtype, const char* what) {
+  auto index = static_cast<size_t>(dtype);
+  if (index >= reduce_detail::kDataTypeCount) {
+    throw invalid_usage("unknown data type " + describe(dtype), {.op = what});
+  }
+  return index;
+}
+
+size_t op_index(ReduceOp op, const char* what) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return static_cast<T>(a + b);
-    case ReduceOp::kProd: return static_cast<T>(a * b);
-    case ReduceOp::kMin: return std::min(a, b);
-    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kAvg:
+      return static_cast<size_t>(ReduceOp::kSum);
+    case ReduceOp::kProd:
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+      return static_cast<size_t>(op);
   }
-  return a;
+  throw invalid_usage("unknown reduce op #" + std::to_string(static_cast<int>(op)), {.op = what});
 }
 
-template <typename T>
-void run(ReduceOp op, void* dst, const void* a, const void* b, size_t n) {
-  auto* d = static_cast<T*>(dst);
-  auto* x = static_cast<const T*>(a);
-  auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) d[i] = combine(op, x[i], y[i]);
+void run_combine(const ReduceKernels& k, DataType dtype, ReduceOp op, void* dst, const void* a,
+                 const void* b, size_t count, const char* what) {
+  size_t t = dtype_index(dtype, what);
+  size_t o = op_index(op, what);
+  if (count == 0) return;
+  if (dst == nullptr || a == nullptr || b == nullptr) {
+    throw invalid_usage(
+        "null buffer for " + std::to_string(count) + " " + describe(dtype) + " elements",
+        {.op = what});
+  }
+  k.combine[t][o](dst, a, b, count);
 }
 
-template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
-void run16(ReduceOp op, void* dst, const void* a, const void* b, size_t n) {
-  auto* d = static_cast<uint16_t*>(dst);
-  auto* x = static_cast<const uint16_t*>(a);
-  auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) d[i] = Store(combine(op, Load(x[i]), Load(y[i])));
+void run_divide(const ReduceKernels& k, DataType dtype, void* data, size_t count, int divisor) {
+  size_t t = dtype_index(dtype, "scale_divide");
+  if (divisor == 0) throw invalid_usage("divisor is 0", {.op = "scale_divide"});
+  if (count == 0) return;
+  if (data == nullptr) {
+    throw invalid_usage(
+        "null buffer for " + std::to_string(count) + " " + describe(dtype) + " elements",
+        {.op = "scale_divide"});
+  }
+  k.divide[t](data, count, divisor);
+}
+
+const ReduceKernels& checked_kernels(IsaLevel level) {
+  if (!isa_supported(level)) {
+    throw invalid_usage(
+        "this CPU cannot run the " + std::string(to_string(level)) + " reduction kernels",
+        {.op = "reduce"});
+  }
+  return kernels_of(level);
 }
 
 }  // namespace
 
+std::string_view to_string(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::kBaseline:
+      return "baseline";
+    case IsaLevel::kAvx2:
+      return "avx2";
+    case IsaLevel::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+bool isa_supported(IsaLevel level) { return cpu_supports(level); }
+
+// The one process-wide choice, made once: it is a property of the hardware rather than of any
+// communicator, and it never changes, so a function-local static is the right owner.
+IsaLevel active_isa_level() {
+  static const IsaLevel level = detect_best_level();
+  return level;
+}
+
 void reduce_into(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b,
                  size_t count) {
-  switch (dtype) {
-    case DataType::kF32: return run<float>(op, dst, a, b, count);
-    case DataType::kF64: return run<double>(op, dst, a, b, count);
-    case DataType::kF16: return run16<half_to_float, float_to_half>(op, dst, a, b, count);
-    case DataType::kBF16: return run16<bf16_to_float, float_to_bf16>(op, dst, a, b, count);
-    case DataType::kI8: return run<int8_t>(op, dst, a, b, count);
-    case DataType::kU8: return run<uint8_t>(op, dst, a, b, count);
-    case DataType::kI32: return run<int32_t>(op, dst, a, b, count);
-    case DataType::kI64: return run<int64_t>(op, dst, a, b, count);
-  }
+  run_combine(active_kernels(), dtype, op, dst, a, b, count, "reduce");
 }
 
 void reduce_inplace(DataType dtype, ReduceOp op, void* dst, const void* src, size_t count) {
-  reduce_into(dtype, op, dst, dst, src, count);
+  run_combine(active_kernels(), dtype, op, dst, dst, src, count, "reduce");
 }
 
 void scale_divide(DataType dtype, void* data, size_t count, int divisor) {
-  auto div = [&](auto* p) {
-    for (size_t i = 0; i < count; ++i) p[i] = static_cast<std::remove_reference_t<decltype(p[i])>>(p[i] / divisor);
-  };
-  switch (dtype) {
-    case DataType::kF32: return div(static_cast<float*>(data));
-    case DataType::kF64: return div(static_cast<double*>(data));
-    case DataType::kI8: return div(static_cast<int8_t*>(data));
-    case DataType::kU8: return div(static_cast<uint8_t*>(data));
-    case DataType::kI32: return div(static_cast<int32_t*>(data));
-    case DataType::kI64: return div(static_cast<int64_t*>(data));
-    case DataType::kF16: {
-      auto* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) p[i] = float_to_half(half_to_float(p[i]) / divisor);
-      return;
-    }
-    case DataType::kBF16: {
-      auto* p = static_cast<uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) / divisor);
-      return;
-    }
-  }
+  run_divide(active_kernels(), dtype, data, count, divisor);
+}
+
+void reduce_into_isa(IsaLevel level, DataType dtype, ReduceOp op, void* dst, const void* a,
+                     const void* b, size_t count) {
+  run_combine(checked_kernels(level), dtype, op, dst, a, b, count, "reduce");
+}
+
+void scale_divide_isa(IsaLevel level, DataType dtype, void* data, size_t count, int divisor) {
+  run_divide(checked_kernels(level), dtype, data, count, divisor);
 }
 
 }  // namespace plait

@@ -1,0 +1,220 @@
+// The PLAIT_* registry: every row is documented and parses its own default, each setting's
+// accepted forms and errors, and parse_bytes' grammar.
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "plait/error.h"
+
+namespace plait {
+namespace {
+
+Config parse_one(const std::string& name, const std::string& value) {
+  return Config::from_env({{name, value}});
+}
+
+// The error must name the variable, the bad value and what would have been accepted.
+void expect_rejected(const std::string& name, const std::string& value,
+                     const std::string& accepted_hint) {
+  try {
+    parse_one(name, value);
+    ADD_FAILURE() << name << "=" << value << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidUsage);
+    std::string what = e.what();
+    EXPECT_NE(what.find(name), std::string::npos) << what;
+    EXPECT_NE(what.find("'" + value + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find(accepted_hint), std::string::npos) << what;
+  }
+}
+
+TEST(ConfigRegistry, EveryRowIsDocumentedUniqueAndParsesItsDefault) {
+  const auto& rows = settings();
+  std::set<std::string> names;
+  for (const SettingInfo& row : rows) {
+    SCOPED_TRACE(row.name);
+    EXPECT_TRUE(row.name.starts_with("PLAIT_"));
+    EXPECT_TRUE(names.insert(row.name).second) << "declared twice";
+    EXPECT_FALSE(row.type.empty());
+    EXPECT_FALSE(row.doc.empty());
+    EXPECT_EQ(row.doc.find('\n'), std::string::npos) << "doc is one line";
+    // The default text is what an untouched Config holds...
+    EXPECT_EQ(setting_value(Config{}, row.name), row.default_value);
+    // ...and setting it explicitly changes nothing.
+    if (!row.default_value.empty()) {
+      EXPECT_EQ(setting_value(parse_one(row.name, row.default_value), row.name), row.default_value);
+    }
+  }
+}
+
+TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
+  std::set<std::string> names;
+  for (const SettingInfo& row : settings()) names.insert(row.name);
+  for (const char* op :
+       {"ALLREDUCE", "REDUCE", "BROADCAST", "ALLGATHER", "ALLGATHERV", "REDUCE_SCATTER",
+        "REDUCE_SCATTERV", "ALLTOALL", "ALLTOALLV", "GATHER", "SCATTER", "BARRIER"}) {
+    EXPECT_TRUE(names.count(std::string("PLAIT_ALGO_") + op)) << op;
+  }
+  for (const char* base :
+       {"PLAIT_TIMEOUT", "PLAIT_CONNECT_TIMEOUT", "PLAIT_TRANSPORT", "PLAIT_LOG",
+        "PLAIT_TCP_STREAMS", "PLAIT_TCP_STRIPE", "PLAIT_TCP_IFNAME", "PLAIT_EAGER_THRESHOLD",
+        "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS"}) {
+    EXPECT_TRUE(names.count(base)) << base;
+  }
+  EXPECT_EQ(settings().size(), 24u);
+}
+
+TEST(ConfigRegistry, EmptyEnvironmentGivesDefaults) {
+  Config c = Config::from_env(std::map<std::string, std::string>{});
+  Config d;
+  EXPECT_EQ(c.timeout, d.timeout);
+  EXPECT_EQ(c.connect_timeout, d.connect_timeout);
+  EXPECT_EQ(c.transport, "auto");
+  EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.tcp_streams, 2);
+  EXPECT_EQ(c.tcp_stripe_bytes, 256u * 1024);
+  EXPECT_EQ(c.wait_policy, WaitPolicy::kBlock);
+  EXPECT_TRUE(c.algo.empty());
+}
+
+TEST(ConfigRegistry, EmptyValuesAndUnknownVariablesAreIgnored) {
+  Config c = Config::from_env(
+      {{"PLAIT_TCP_STREAMS", ""}, {"PLAIT_NO_SUCH_THING", "x"}, {"PLAIT_TIMEOUT", "  "}});
+  EXPECT_EQ(c.tcp_streams, 2);
+  EXPECT_EQ(c.timeout, Config{}.timeout);
+}
+
+TEST(ConfigTimeouts, AcceptMillisecondsAndSuffixes) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", "1500").timeout, milliseconds(1500));
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", "500ms").timeout, milliseconds(500));
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", "30s").timeout, milliseconds(30000));
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", "2m").timeout, milliseconds(120000));
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", " 45 S ").timeout, milliseconds(45000));
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", "1h").timeout, milliseconds(3600000));
+  EXPECT_EQ(parse_one("PLAIT_TIMEOUT", "1500us").timeout, milliseconds(2));  // rounds up
+  EXPECT_EQ(parse_one("PLAIT_CONNECT_TIMEOUT", "10s").connect_timeout, milliseconds(10000));
+  for (const char* bad : {"abc", "-5", "0", "0s", "10x", "1.5s", "s", "99999999999999999999"}) {
+    expect_rejected("PLAIT_TIMEOUT", bad, "30s");
+  }
+  expect_rejected("PLAIT_CONNECT_TIMEOUT", "soon", "30s");
+}
+
+TEST(ConfigEnums, AcceptAnyCaseAndListChoicesOnError) {
+  EXPECT_EQ(parse_one("PLAIT_TRANSPORT", "TCP").transport, "tcp");
+  EXPECT_EQ(parse_one("PLAIT_LOG", "Debug").log_level, "debug");
+  EXPECT_EQ(parse_one("PLAIT_WAIT", "spin").wait_policy, WaitPolicy::kSpin);
+  EXPECT_EQ(parse_one("PLAIT_WAIT", "hybrid").wait_policy, WaitPolicy::kHybrid);
+  EXPECT_EQ(parse_one("PLAIT_WAIT", "block").wait_policy, WaitPolicy::kBlock);
+  expect_rejected("PLAIT_TRANSPORT", "carrier-pigeon", "auto|tcp");
+  expect_rejected("PLAIT_LOG", "verbose", "error|warn|info|debug");
+  expect_rejected("PLAIT_WAIT", "poll", "spin|block|hybrid");
+}
+
+TEST(ConfigIntegers, RangesAreChecked) {
+  EXPECT_EQ(parse_one("PLAIT_TCP_STREAMS", "1").tcp_streams, 1);
+  EXPECT_EQ(parse_one("PLAIT_TCP_STREAMS", "64").tcp_streams, 64);
+  for (const char* bad : {"0", "65", "-1", "2.5", "four", "4 4"}) {
+    expect_rejected("PLAIT_TCP_STREAMS", bad, "1..64");
+  }
+  EXPECT_EQ(parse_one("PLAIT_PS_ROOTS", "0").ps_roots, 0);
+  EXPECT_EQ(parse_one("PLAIT_PS_ROOTS", "3").ps_roots, 3);
+  expect_rejected("PLAIT_PS_ROOTS", "-1", ">= 0");
+  expect_rejected("PLAIT_PS_ROOTS", "99999999999", ">= 0");
+  EXPECT_EQ(parse_one("PLAIT_SPIN_US", "0").spin_time.count(), 0);
+  EXPECT_EQ(parse_one("PLAIT_SPIN_US", "100").spin_time.count(), 100);
+  EXPECT_EQ(parse_one("PLAIT_SPIN_US", "2ms").spin_time.count(), 2000);
+  expect_rejected("PLAIT_SPIN_US", "-3", "microseconds");
+}
+
+TEST(ConfigBytes, SettingsTakeByteSizes) {
+  EXPECT_EQ(parse_one("PLAIT_TCP_STRIPE", "1M").tcp_stripe_bytes, 1u << 20);
+  EXPECT_EQ(parse_one("PLAIT_TCP_STRIPE", "4096").tcp_stripe_bytes, 4096u);
+  EXPECT_EQ(setting_value(parse_one("PLAIT_TCP_STRIPE", "1048576"), "PLAIT_TCP_STRIPE"), "1M");
+  expect_rejected("PLAIT_TCP_STRIPE", "0", "at least 1");
+  expect_rejected("PLAIT_TCP_STRIPE", "lots", "256K");
+  EXPECT_EQ(parse_one("PLAIT_EAGER_THRESHOLD", "64K").eager_threshold, 65536u);
+  EXPECT_EQ(parse_one("PLAIT_CHUNK_BYTES", "0").chunk_bytes, 0u);
+  EXPECT_EQ(parse_one("PLAIT_CHUNK_BYTES", "1.5M").chunk_bytes, 1572864u);
+  EXPECT_EQ(setting_value(parse_one("PLAIT_CHUNK_BYTES", "1000"), "PLAIT_CHUNK_BYTES"), "1000");
+}
+
+TEST(ConfigStrings, InterfaceIsKeptVerbatim) {
+  EXPECT_EQ(parse_one("PLAIT_TCP_IFNAME", "eth0").tcp_interface, "eth0");
+  EXPECT_EQ(parse_one("PLAIT_TCP_IFNAME", "10.0.0.7").tcp_interface, "10.0.0.7");
+}
+
+TEST(ConfigAlgo, ForcedAlgorithmsAreKeyedByLowerCaseOp) {
+  Config c = Config::from_env({{"PLAIT_ALGO_ALLREDUCE", "ring"},
+                               {"PLAIT_ALGO_REDUCE_SCATTERV", "Halving_Doubling"},
+                               {"PLAIT_ALGO_BARRIER", "auto"}});
+  EXPECT_EQ(c.algo.at("allreduce"), "ring");
+  EXPECT_EQ(c.algo.at("reduce_scatterv"), "halving_doubling");
+  EXPECT_EQ(c.algo.count("barrier"), 0u) << "auto leaves the choice to the cost model";
+  EXPECT_EQ(setting_value(c, "PLAIT_ALGO_ALLREDUCE"), "ring");
+  EXPECT_EQ(setting_value(c, "PLAIT_ALGO_BARRIER"), "auto");
+  c.algo["gather"] = "binomial_tree";  // settable in code
+  EXPECT_EQ(setting_value(c, "PLAIT_ALGO_GATHER"), "binomial_tree");
+  for (const char* name : {"naive", "ps", "recursive_doubling", "binomial_tree"}) {
+    EXPECT_EQ(parse_one("PLAIT_ALGO_BROADCAST", name).algo.at("broadcast"), name);
+  }
+  expect_rejected("PLAIT_ALGO_ALLGATHER", "bogus", "ring|halving_doubling");
+}
+
+TEST(ConfigRegistry, UnknownSettingNameThrows) {
+  EXPECT_THROW(setting_value(Config{}, "PLAIT_NOPE"), Error);
+}
+
+TEST(ConfigRegistry, ProcessEnvironmentIsReadAfreshEachTime) {
+  ASSERT_EQ(setenv("PLAIT_TCP_STREAMS", "7", 1), 0);
+  ASSERT_EQ(setenv("PLAIT_ALGO_ALLTOALL", "naive", 1), 0);
+  Config first = Config::from_env();
+  ASSERT_EQ(setenv("PLAIT_TCP_STREAMS", "9", 1), 0);
+  Config second = Config::from_env();
+  unsetenv("PLAIT_TCP_STREAMS");
+  unsetenv("PLAIT_ALGO_ALLTOALL");
+  EXPECT_EQ(first.tcp_streams, 7);
+  EXPECT_EQ(first.algo.at("alltoall"), "naive");
+  EXPECT_EQ(second.tcp_streams, 9);
+}
+
+TEST(ConfigParseBytes, AcceptedForms) {
+  EXPECT_EQ(parse_bytes("0"), 0u);
+  EXPECT_EQ(parse_bytes("8"), 8u);
+  EXPECT_EQ(parse_bytes("8B"), 8u);
+  EXPECT_EQ(parse_bytes("4K"), 4096u);
+  EXPECT_EQ(parse_bytes("4k"), 4096u);
+  EXPECT_EQ(parse_bytes("4KB"), 4096u);
+  EXPECT_EQ(parse_bytes("4KiB"), 4096u);
+  EXPECT_EQ(parse_bytes("256K"), 262144u);
+  EXPECT_EQ(parse_bytes("64M"), 64u << 20);
+  EXPECT_EQ(parse_bytes("64 MiB"), 64u << 20);
+  EXPECT_EQ(parse_bytes("1G"), size_t{1} << 30);
+  EXPECT_EQ(parse_bytes("2T"), size_t{2} << 40);
+  EXPECT_EQ(parse_bytes("1.5M"), 1572864u);
+  EXPECT_EQ(parse_bytes("0.5K"), 512u);
+  EXPECT_EQ(parse_bytes(" 16 "), 16u);
+  EXPECT_EQ(parse_bytes("16383T"), size_t{16383} << 40);
+}
+
+TEST(ConfigParseBytes, RejectedForms) {
+  for (const char* bad : {"", "K", "-1", "+1", "1.1K", "1.5", "1.", ".5K", "4X", "1e6", "4KK",
+                          "4 K B", "0x10", "16777216T", "18446744073709551616", "1.1234567891K"}) {
+    try {
+      parse_bytes(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInvalidUsage);
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace plait
