@@ -1,5 +1,7 @@
 // The in-process store: ranks that are threads of one process (tests, one-rank jobs).
+#include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -31,7 +33,17 @@ class HashStore : public Store {
     {
       std::lock_guard lock(mu_);
       auto it = data_.find(key);
-      int64_t old = it == data_.end() ? 0 : std::stoll(std::string(it->second.begin(), it->second.end()));
+      int64_t old = 0;
+      if (it != data_.end()) {
+        std::string text(it->second.begin(), it->second.end());
+        char* end = nullptr;
+        errno = 0;
+        long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || errno != 0 || *end != '\0')
+          throw invalid_usage("store add: value of key '" + key + "' is not an integer",
+                              {.op = "store add"});
+        old = v;
+      }
       value = old + delta;
       std::string text = std::to_string(value);
       data_[key] = Bytes(text.begin(), text.end());
