@@ -1,0 +1,123 @@
+#include "transport/completion_queue.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <ctime>
+
+namespace plait::transport {
+namespace {
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex needs a plain word");
+
+uint32_t* futex_word(std::atomic<uint32_t>* a) { return reinterpret_cast<uint32_t*>(a); }
+
+// Sleeps while *word == expected, at most `ns`; spurious returns are fine (callers re-check).
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds ns) {
+  timespec ts{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
+  ::syscall(SYS_futex, futex_word(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word, int count) {
+  ::syscall(SYS_futex, futex_word(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+PolicyCompletionQueue::PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time)
+    : policy_(policy), spin_time_(spin_time) {}
+
+// Both wake under the lock: a consumer may take the completion (or see the interrupt) and
+// destroy the queue right away, so nothing may touch the queue after the lock is released.
+void PolicyCompletionQueue::push(Completion completion) {
+  std::lock_guard lock(mu_);
+  items_.push_back(std::move(completion));
+  count_.fetch_add(1, std::memory_order_release);
+  wake(false);
+}
+
+void PolicyCompletionQueue::interrupt() {
+  std::lock_guard lock(mu_);
+  interrupted_.store(true, std::memory_order_release);
+  wake(true);
+}
+
+void PolicyCompletionQueue::wake(bool all) {
+  // seq_cst pairs with the sleeper's "sleepers_++ then read sequence_": either the sleeper
+  // sees the new sequence value, or we see it registered and wake it.
+  sequence_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake(&sequence_, all ? INT_MAX : 1);
+}
+
+bool PolicyCompletionQueue::poll(Completion* out) {
+  if (count_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard lock(mu_);
+  if (items_.empty()) return false;
+  *out = std::move(items_.front());
+  items_.pop_front();
+  count_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds timeout) {
+  if (poll(out)) return true;
+  if (take_interrupt()) return false;
+  const auto until = Clock::now() + timeout;
+  switch (policy_) {
+    case WaitPolicy::kSpin:
+      return spin_until(out, until);
+    case WaitPolicy::kHybrid: {
+      auto spin_end = std::min(until, Clock::now() + spin_time_);
+      if (spin_until(out, spin_end)) return true;
+      if (Clock::now() >= until) return false;
+      return block_until(out, until);
+    }
+    case WaitPolicy::kBlock:
+      break;
+  }
+  return block_until(out, until);
+}
+
+bool PolicyCompletionQueue::spin_until(Completion* out, Clock::time_point until) {
+  // Reading the clock costs ~20 ns; check it every few dozen probes, not every one. The
+  // yield lets the thread that will produce our completion (a progress thread) run when it
+  // shares our core: on an oversubscribed host a pure spin would hold it off for the whole
+  // spin budget.
+  for (unsigned i = 0;; ++i) {
+    if (poll(out)) return true;
+    if (interrupted_.load(std::memory_order_relaxed) && take_interrupt()) return false;
+    if ((i & 31) == 0) {
+      if (Clock::now() >= until) return false;
+      sched_yield();
+    }
+    cpu_relax();
+  }
+}
+
+bool PolicyCompletionQueue::block_until(Completion* out, Clock::time_point until) {
+  for (;;) {
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t seen = sequence_.load(std::memory_order_seq_cst);
+    bool ready = poll(out);
+    bool interrupted = !ready && take_interrupt();
+    auto now = Clock::now();
+    if (!ready && !interrupted && now < until) futex_wait(&sequence_, seen, until - now);
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (ready) return true;
+    if (interrupted || now >= until) return false;
+  }
+}
+
+}  // namespace plait::transport

@@ -1,0 +1,25 @@
+// Provider-independent parts of the Fabric interface.
+#include "transport/fabric.h"
+
+#include "transport/tcp/tcp_provider.h"
+
+namespace plait::transport {
+
+std::string_view to_string(OpType op) {
+  switch (op) {
+    case OpType::kSend: return "send";
+    case OpType::kRecv: return "recv";
+    case OpType::kWrite: return "write";
+    case OpType::kRead: return "read";
+    case OpType::kFetchAdd: return "fetch_add";
+    case OpType::kCompareSwap: return "compare_swap";
+    case OpType::kRemoteWriteImm: return "remote write_imm";
+  }
+  return "unknown op";
+}
+
+std::vector<Capabilities> provider_capabilities(const Config& config) {
+  return {tcp_capabilities(config)};
+}
+
+}  // namespace plait::transport

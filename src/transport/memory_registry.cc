@@ -1,0 +1,135 @@
+#include "transport/memory_registry.h"
+
+#include <cstdio>
+#include <random>
+
+#include "plait/error.h"
+
+namespace plait::transport {
+namespace {
+
+uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint32_t needed_flag(AccessKind kind) {
+  switch (kind) {
+    case AccessKind::kWrite: return kAccessRemoteWrite;
+    case AccessKind::kRead: return kAccessRemoteRead;
+    case AccessKind::kAtomic: return kAccessRemoteAtomic;
+  }
+  return kAccessAll;
+}
+
+const char* kind_name(AccessKind kind) {
+  switch (kind) {
+    case AccessKind::kWrite: return "remote write";
+    case AccessKind::kRead: return "remote read";
+    case AccessKind::kAtomic: return "remote atomic";
+  }
+  return "?";
+}
+
+std::string access_names(uint32_t access) {
+  std::string s;
+  auto add = [&](uint32_t bit, const char* name) {
+    if (access & bit) s += (s.empty() ? "" : "|") + std::string(name);
+  };
+  add(kAccessRemoteRead, "read");
+  add(kAccessRemoteWrite, "write");
+  add(kAccessRemoteAtomic, "atomic");
+  return s.empty() ? "local only" : s;
+}
+
+}  // namespace
+
+std::string format_key(uint64_t key) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(key));
+  return buf;
+}
+
+MemoryRegistry::MemoryRegistry() {
+  // Keys are capabilities: a peer that was never given one should not guess it. The OS seed
+  // makes them differ between runs; splitmix64 makes consecutive keys unrelated.
+  std::random_device rd;
+  key_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+uint64_t MemoryRegistry::fresh_key_locked() {
+  for (;;) {
+    uint64_t key = splitmix64(&key_state_);
+    if (key != 0 && !regions_.count(key)) return key;
+  }
+}
+
+RegionRef MemoryRegistry::add(void* addr, size_t length, uint32_t access) {
+  if (addr == nullptr && length > 0)
+    throw invalid_usage("register_memory: null address with length " + std::to_string(length),
+                        {.op = "register_memory", .bytes = static_cast<int64_t>(length)});
+  if ((access & ~static_cast<uint32_t>(kAccessAll)) != 0)
+    throw invalid_usage("register_memory: unknown access flags " + std::to_string(access),
+                        {.op = "register_memory"});
+  std::lock_guard lock(mu_);
+  auto region = std::make_shared<RegisteredMemory>(static_cast<char*>(addr), length, access,
+                                                   fresh_key_locked());
+  regions_.emplace(region->key(), region);
+  return region;
+}
+
+void MemoryRegistry::remove(uint64_t key) {
+  RegionRef region;
+  {
+    std::lock_guard lock(mu_);
+    auto it = regions_.find(key);
+    if (it == regions_.end()) return;
+    region = std::move(it->second);
+    regions_.erase(it);
+  }
+  // New accesses can no longer find the key; this waits out the one in flight, if any.
+  std::unique_lock lock(region->mu_);
+  region->registered_ = false;
+}
+
+RegionRef MemoryRegistry::check(uint64_t key, uint64_t offset, uint64_t length, AccessKind kind,
+                                std::string* reason) const {
+  RegionRef region;
+  {
+    std::lock_guard lock(mu_);
+    auto it = regions_.find(key);
+    if (it != regions_.end()) region = it->second;
+  }
+  const std::string k = "key " + format_key(key);
+  if (!region) {
+    *reason = k + " is not registered (never registered, or deregistered)";
+    return nullptr;
+  }
+  if ((region->access() & needed_flag(kind)) == 0) {
+    *reason = k + " does not allow " + kind_name(kind) + " (region access: " +
+              access_names(region->access()) + ")";
+    return nullptr;
+  }
+  // Written so that offset + length cannot overflow.
+  if (offset > region->length() || length > region->length() - offset) {
+    *reason = k + " offset " + std::to_string(offset) + " + " + std::to_string(length) +
+              " bytes exceeds region of " + std::to_string(region->length()) + " bytes";
+    return nullptr;
+  }
+  if (kind == AccessKind::kAtomic &&
+      (reinterpret_cast<uintptr_t>(region->base()) + offset) % sizeof(uint64_t) != 0) {
+    *reason = k + " offset " + std::to_string(offset) +
+              " is not 8-byte aligned, as a 64-bit atomic needs";
+    return nullptr;
+  }
+  return region;
+}
+
+size_t MemoryRegistry::size() const {
+  std::lock_guard lock(mu_);
+  return regions_.size();
+}
+
+}  // namespace plait::transport

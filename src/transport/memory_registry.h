@@ -1,0 +1,112 @@
+// The table of memory registered for remote access, shared by every provider: key
+// generation, the access check every one-sided operation goes through on the target, and
+// deregistration that is safe while remote operations are in flight.
+//
+// Deregistration contract: once MemoryRegistry::remove() returns, no provider thread touches
+// the region's memory any more. Providers get there by pinning the region around every single
+// access (one memcpy, one recv/send syscall, one atomic): a pin is a shared lock plus a
+// "still registered" check, and remove() takes the lock exclusively after unpublishing the
+// key. So remove() waits at most for one in-flight syscall, never for a whole transfer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "transport/fabric.h"
+
+namespace plait::transport {
+
+class RegisteredMemory {
+ public:
+  RegisteredMemory(char* base, size_t length, uint32_t access, uint64_t key)
+      : base_(base), length_(length), access_(access), key_(key) {}
+
+  char* base() const { return base_; }
+  size_t length() const { return length_; }
+  uint32_t access() const { return access_; }
+  uint64_t key() const { return key_; }
+
+  // Holds off deregistration while it lives; false when the region is already gone (then
+  // the memory must not be touched).
+  class Pin {
+   public:
+    Pin() = default;
+    explicit Pin(RegisteredMemory& r) : lock_(r.mu_), valid_(r.registered_) {}
+    explicit operator bool() const { return valid_; }
+
+   private:
+    std::shared_lock<std::shared_mutex> lock_;
+    bool valid_ = false;
+  };
+  Pin pin() { return Pin(*this); }
+
+ private:
+  friend class MemoryRegistry;
+  char* const base_;
+  const size_t length_;
+  const uint32_t access_;
+  const uint64_t key_;
+  std::shared_mutex mu_;
+  bool registered_ = true;  // guarded by mu_
+};
+
+using RegionRef = std::shared_ptr<RegisteredMemory>;
+
+// What an access needs, beyond bounds.
+enum class AccessKind { kWrite, kRead, kAtomic };
+
+class MemoryRegistry {
+ public:
+  MemoryRegistry();
+
+  // Throws plait::Error(kInvalidUsage) for a null address with a nonzero length or unknown
+  // access bits.
+  RegionRef add(void* addr, size_t length, uint32_t access);
+  // Unpublishes the key, then waits for the access in flight (if any) to finish.
+  void remove(uint64_t key);
+
+  // The target's check, done before any byte is touched. On success returns the region;
+  // otherwise returns null and sets *reason to e.g.
+  //   "key 0x1f2e... offset 4096 + 64 bytes exceeds region of 4096 bytes".
+  RegionRef check(uint64_t key, uint64_t offset, uint64_t length, AccessKind kind,
+                  std::string* reason) const;
+
+  size_t size() const;
+
+ private:
+  uint64_t fresh_key_locked();
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, RegionRef> regions_;
+  uint64_t key_state_;  // splitmix64 state, seeded from the OS
+};
+
+// The MemoryRegion handed to users: deregisters itself on destruction. Keeps the registry
+// alive, so a region may outlive its fabric.
+class RegistryMemoryRegion final : public MemoryRegion {
+ public:
+  RegistryMemoryRegion(std::shared_ptr<MemoryRegistry> registry, RegionRef region)
+      : registry_(std::move(registry)), region_(std::move(region)) {}
+  ~RegistryMemoryRegion() override { registry_->remove(region_->key()); }
+
+  void* addr() const override { return region_->base(); }
+  size_t length() const override { return region_->length(); }
+  uint32_t access() const override { return region_->access(); }
+  RemoteKey remote_key() const override {
+    return {reinterpret_cast<uint64_t>(region_->base()), region_->length(), region_->key()};
+  }
+
+ private:
+  std::shared_ptr<MemoryRegistry> registry_;
+  RegionRef region_;
+};
+
+// "0x00000000deadbeef": how keys appear in messages.
+std::string format_key(uint64_t key);
+
+}  // namespace plait::transport

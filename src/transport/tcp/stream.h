@@ -1,0 +1,135 @@
+// One socket of a peer connection: a queue of outgoing frames written with writev, and the
+// incoming side's state machine (header, then payload into a Sink).
+//
+// Sending may happen on any thread under the stream's lock: a caller whose frame finds the
+// queue idle writes it right away (the low-latency path), the progress thread writes the
+// rest when epoll says the socket has room. Receiving is the progress thread's alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "core/socket.h"
+#include "transport/memory_registry.h"
+#include "transport/tcp/matcher.h"
+#include "transport/tcp/op.h"
+#include "transport/tcp/sink.h"
+#include "transport/tcp/wire.h"
+
+namespace plait::transport::tcp {
+
+// A message to write: header, then `header.length` payload bytes from one source.
+struct Frame {
+  WireHeader header;
+  // The payload's source: `payload` (user or registered memory) or `owned` (reason texts).
+  const char* payload = nullptr;
+  std::string owned;
+  // The local op this frame belongs to. Its memory is read only while the op is not
+  // finished; a frame of a finished op that has not started is dropped.
+  OpRef op;
+  // The payload is registered memory (a read response): read only while pinned. If the
+  // region is deregistered before the frame starts, `if_revoked` goes out instead as a
+  // denial, so that the initiator is told and not handed stale bytes.
+  RegionRef region;
+  std::string if_revoked;
+  // Counts as one of op->parts_left once fully written.
+  bool counts_for_op = false;
+  size_t sent = 0;  // header + payload bytes written so far
+
+  size_t size() const { return sizeof(WireHeader) + header.length; }
+  const char* source() const { return owned.empty() ? payload : owned.data(); }
+};
+
+// What the receiver decided for an incoming header; handed back with the payload.
+struct Incoming {
+  Sink sink;
+  OpRef op;                 // the local op the payload belongs to
+  UnexpectedRef unexpected; // an eager message nobody was waiting for
+  std::string denial;       // a one-sided request the target refused: the reason
+};
+
+class Stream;
+
+class StreamHandler {
+ public:
+  virtual ~StreamHandler() = default;
+  // May throw plait::Error for a protocol violation; the peer is then failed.
+  virtual Incoming on_header(Stream& stream, const WireHeader& header) = 0;
+  virtual void on_payload(Stream& stream, const WireHeader& header, Incoming& incoming) = 0;
+};
+
+class Stream {
+ public:
+  Stream(net::Fd fd, int peer, int index, std::shared_mutex* user_memory_guard);
+
+  int fd() const { return fd_.get(); }
+  int peer() const { return peer_; }
+  int index() const { return index_; }
+
+  // --- sending, any thread ---
+  // Queues the frame; if the queue was idle, writes what the socket takes now. Fully
+  // written frames are appended to *sent for the caller to account outside the lock.
+  // Returns 0, or the errno when this write broke the socket. A frame for a stream that is
+  // closed or broken is dropped: its op fails together with the peer.
+  int submit(Frame frame, std::vector<Frame>* sent);
+  // Writes queued frames until the socket is full (after EPOLLOUT).
+  int flush(std::vector<Frame>* sent);
+  // Stops sending for good: drops the queue; with shut_write, the peer reads EOF.
+  void close_sending(bool shut_write);
+  bool idle();
+  // The errno that broke sending, 0 if none.
+  int send_error();
+
+  // For cancel(): holding this lock, the caller finishes ops whose frames may be queued
+  // here, then calls keep_started_frame_locked(): the one frame that may be partly on the
+  // wire continues from a private copy of its payload, so the stream stays in sync without
+  // reading the cancelled op's memory after cancel() returns. Unstarted frames of finished
+  // ops are dropped by the writer.
+  std::unique_lock<std::mutex> lock_sending() { return std::unique_lock(mu_); }
+  void keep_started_frame_locked();
+
+  // --- receiving, progress thread only ---
+  enum class ReadResult { kDrained, kMore, kClosed, kError };
+  // Reads and dispatches messages until the socket is empty or `budget` bytes were read.
+  // kClosed: EOF, or the peer's goodbye was read (goodbye_received()).
+  ReadResult receive(StreamHandler& handler, size_t budget, int* error);
+  // Reads and throws away everything (during shutdown).
+  ReadResult drain(int* error);
+  void mark_goodbye() { goodbye_received_ = true; }
+  bool goodbye_received() const { return goodbye_received_; }
+
+  // Progress-thread bookkeeping.
+  bool in_ready_list = false;
+  bool receiving = true;  // false once closed for reading
+
+ private:
+  int flush_locked(std::vector<Frame>* sent);
+  ReadResult read_into_buffer(size_t* consumed, int* error);
+  void compact();
+
+  net::Fd fd_;
+  const int peer_;
+  const int index_;
+  std::shared_mutex* user_memory_guard_;
+
+  std::mutex mu_;
+  std::deque<Frame> queue_;  // guarded by mu_
+  bool sending_ = true;      // guarded by mu_
+  int send_error_ = 0;       // guarded by mu_
+
+  std::vector<char> rx_;
+  size_t rx_begin_ = 0;
+  size_t rx_end_ = 0;
+  bool in_payload_ = false;
+  WireHeader rx_header_;
+  Incoming incoming_;
+  bool goodbye_received_ = false;
+};
+
+}  // namespace plait::transport::tcp

@@ -1,0 +1,274 @@
+#include "transport/tcp/tcp_fabric.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/log.h"
+#include "transport/tcp/tcp_provider.h"
+
+namespace plait::transport {
+
+Capabilities tcp_capabilities(const Config& config) {
+  Capabilities c;
+  c.provider = "tcp";
+  c.streams_per_peer = config.tcp_streams;
+  return c;
+}
+
+std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options) {
+  tcp::Mesh mesh = tcp::connect_mesh(options);
+  return std::make_unique<tcp::TcpFabric>(options, std::move(mesh));
+}
+
+namespace tcp {
+
+CostModel tcp_cost_model(const Config& config) {
+  CostModel m;
+  // Loopback on a commodity host: a small message costs ~15 us one way (two syscalls and a
+  // thread wake-up on each side), a socket moves ~3 GB/s, and the receiver copies out of a
+  // cold buffer at ~4 GB/s (a read and a write per byte).
+  m.alpha_us = 15.0;
+  m.beta_bytes_per_us = 3000.0;
+  m.copy_bytes_per_us = 4000.0;
+  // Eager sends n bytes blind, and when the receive is not posted yet the receiver buffers
+  // them and copies them once more: n / copy. Rendezvous avoids that copy but pays one more
+  // round trip (RTS then CTS): 2 alpha. It wins for n > 2 * alpha * copy = 120 KB here;
+  // rounded down to a power of two (64 KiB), which also bounds the memory an unexpected
+  // eager message can pin on the receiver.
+  double break_even = 2.0 * m.alpha_us * m.copy_bytes_per_us;
+  size_t threshold = size_t{1} << static_cast<int>(std::floor(std::log2(break_even)));
+  m.eager_threshold = config.eager_threshold != 0 ? config.eager_threshold : threshold;
+  return m;
+}
+
+TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
+    : rank_(options.rank),
+      size_(options.size),
+      name_(options.name),
+      config_(options.config),
+      capabilities_(tcp_capabilities(options.config)),
+      cost_model_(tcp_cost_model(options.config)),
+      eager_threshold_(cost_model_.eager_threshold),
+      stripe_bytes_(std::max<size_t>(options.config.tcp_stripe_bytes, 4096)),
+      streams_(options.config.tcp_streams),
+      registry_(std::make_shared<MemoryRegistry>()) {
+  peers_.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    peers_[p] = std::make_unique<Peer>();
+    for (int s = 0; s < streams_; ++s) {
+      net::set_nonblocking(mesh.sockets[p][s].get());
+      peers_[p]->streams.push_back(
+          std::make_unique<Stream>(std::move(mesh.sockets[p][s]), p, s, &user_memory_guard_));
+    }
+  }
+  start_progress();
+}
+
+TcpFabric::~TcpFabric() {
+  stopping_.store(true);
+  stop_requested_.store(true);
+  wake_progress();
+  if (progress_.joinable()) progress_.join();
+}
+
+std::unique_ptr<CompletionQueue> TcpFabric::create_cq() {
+  return std::make_unique<PolicyCompletionQueue>(config_.wait_policy, config_.spin_time);
+}
+
+std::unique_ptr<MemoryRegion> TcpFabric::register_memory(void* addr, size_t length,
+                                                         uint32_t access) {
+  try {
+    return std::make_unique<RegistryMemoryRegion>(registry_, registry_->add(addr, length, access));
+  } catch (const Error& e) {
+    throw e.with_context({.rank = rank_});
+  }
+}
+
+void TcpFabric::set_imm_cq(CompletionQueue* cq) {
+  imm_cq_.store(cq ? checked_cq(cq, "set_imm_cq") : nullptr);
+}
+
+bool TcpFabric::peer_failed(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) return false;
+  return peers_[peer]->failed.load();
+}
+
+void TcpFabric::cancel(CompletionQueue* cq) {
+  std::vector<OpRef> ops = ops_.select([&](const Op& op) { return op.cq == cq; });
+  {
+    // With every stream's sending side held, no frame of these ops is being written while
+    // they are marked finished; the one partly written frame per stream keeps a copy.
+    std::vector<std::unique_lock<std::mutex>> held;
+    for (auto& peer : peers_)
+      if (peer)
+        for (auto& s : peer->streams) held.push_back(s->lock_sending());
+    for (const OpRef& op : ops) fail(*op, aborted_error("cancelled", context_of(*op)));
+    for (auto& peer : peers_)
+      if (peer)
+        for (auto& s : peer->streams) s->keep_started_frame_locked();
+  }
+  matcher_.purge_finished();
+  // Waits out the progress thread's access to user memory in flight, if any; every later
+  // one sees the ops finished.
+  std::unique_lock barrier(user_memory_guard_);
+}
+
+// --- op lifecycle ---
+
+PolicyCompletionQueue* TcpFabric::checked_cq(CompletionQueue* cq, const char* what) const {
+  if (!cq) throw invalid_usage(std::string(what) + ": null completion queue", {.rank = rank_});
+  auto* q = dynamic_cast<PolicyCompletionQueue*>(cq);
+  if (!q)
+    throw invalid_usage(std::string(what) + ": completion queue was not created by a fabric",
+                        {.rank = rank_});
+  return q;
+}
+
+void TcpFabric::check_peer(int peer, const char* what, bool any_ok) const {
+  if (any_ok && peer == kAnySource) return;
+  if (peer < 0 || peer >= size_)
+    throw invalid_usage("peer " + std::to_string(peer) + " is not a rank of this fabric (size " +
+                            std::to_string(size_) + ")",
+                        {.rank = rank_, .op = what});
+  if (peer == rank_)
+    throw invalid_usage("the tcp provider does not connect a rank to itself; copy locally",
+                        {.rank = rank_, .peer = peer, .op = what});
+}
+
+OpRef TcpFabric::new_op(OpType type, int peer, CompletionQueue* cq, uint64_t context) {
+  auto op = std::make_shared<Op>();
+  op->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  op->type = type;
+  op->cq = static_cast<PolicyCompletionQueue*>(cq);
+  op->context = context;
+  op->peer.store(peer, std::memory_order_relaxed);
+  return op;
+}
+
+bool TcpFabric::admit(const OpRef& op) {
+  ops_.add(op);
+  // After add(): either fail_peer's sweep sees this op, or we see the flag it set first.
+  int peer = op->peer.load();
+  if (peer >= 0 && peers_[peer]->failed.load()) {
+    std::string why;
+    {
+      std::lock_guard lock(peers_[peer]->mu);
+      why = peers_[peer]->failure;
+    }
+    fail_remote(*op, why);
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+Completion completion_of(const Op& op) {
+  Completion c;
+  c.context = op.context;
+  c.op = op.type;
+  c.peer = op.peer.load(std::memory_order_relaxed);
+  c.tag = op.tag;
+  switch (op.type) {
+    case OpType::kRecv:
+      c.bytes = op.message_length.load(std::memory_order_relaxed);
+      c.header = op.message_header.load(std::memory_order_relaxed);
+      break;
+    case OpType::kFetchAdd:
+    case OpType::kCompareSwap:
+      c.bytes = sizeof(uint64_t);
+      break;
+    default:
+      c.bytes = op.length;
+  }
+  return c;
+}
+
+}  // namespace
+
+void TcpFabric::succeed(Op& op) {
+  if (!op.claim()) return;
+  ops_.erase(op.id);
+  if (!stopping_.load(std::memory_order_relaxed)) op.cq->push(completion_of(op));
+}
+
+void TcpFabric::fail(Op& op, const Error& error) {
+  if (!op.claim()) return;
+  ops_.erase(op.id);
+  if (stopping_.load(std::memory_order_relaxed)) return;
+  Completion c = completion_of(op);
+  c.error = std::make_shared<const Error>(error);
+  op.cq->push(std::move(c));
+}
+
+void TcpFabric::fail_remote(Op& op, const std::string& why) {
+  fail(op, remote_error(why, context_of(op)));
+}
+
+ErrorContext TcpFabric::context_of(const Op& op) const {
+  return {.rank = rank_,
+          .peer = op.peer.load(std::memory_order_relaxed),
+          .op = std::string(to_string(op.type)),
+          .bytes = static_cast<int64_t>(op.length)};
+}
+
+void TcpFabric::submit(int peer, int index, Frame frame) {
+  std::vector<Frame> sent;
+  if (stream(peer, index).submit(std::move(frame), &sent) != 0) {
+    // This write broke the socket; the progress thread fails the peer.
+    broken_stream_.store(true);
+    wake_progress();
+  }
+  account_sent(sent);
+}
+
+void TcpFabric::account_sent(std::vector<Frame>& sent) {
+  for (Frame& f : sent)
+    if (f.counts_for_op && f.op->parts_left.fetch_sub(1) == 1) succeed(*f.op);
+}
+
+void TcpFabric::protocol_error(const Stream& s, const std::string& what) const {
+  throw remote_error("protocol error from rank " + std::to_string(s.peer()) + " on stream " +
+                     std::to_string(s.index()) + ": " + what);
+}
+
+// --- dispatch of incoming messages ---
+
+Incoming TcpFabric::on_header(Stream& s, const WireHeader& h) {
+  switch (h.type) {
+    case MessageType::kEager: return on_eager(s, h);
+    case MessageType::kData: return on_data(s, h);
+    case MessageType::kWrite: return on_write(s, h);
+    case MessageType::kWriteAck:
+    case MessageType::kReadResp:
+    case MessageType::kAtomicResp: return on_reply(s, h);
+    case MessageType::kRts:
+    case MessageType::kCts:
+    case MessageType::kReadReq:
+    case MessageType::kAtomic:
+    case MessageType::kGoodbye:
+      if (h.length != 0) protocol_error(s, "payload on a control message");
+      return {};
+  }
+  protocol_error(s, "unknown message type " + std::to_string(static_cast<int>(h.type)));
+}
+
+void TcpFabric::on_payload(Stream& s, const WireHeader& h, Incoming& in) {
+  switch (h.type) {
+    case MessageType::kEager: on_eager_payload(s, h, in); break;
+    case MessageType::kRts: on_rts(s, h); break;
+    case MessageType::kCts: on_cts(s, h); break;
+    case MessageType::kData: on_data_payload(in, h); break;
+    case MessageType::kWrite: on_write_payload(s, h, in); break;
+    case MessageType::kReadReq: on_read_request(s, h); break;
+    case MessageType::kAtomic: on_atomic(s, h); break;
+    case MessageType::kWriteAck:
+    case MessageType::kReadResp:
+    case MessageType::kAtomicResp: on_reply_payload(h, in); break;
+    case MessageType::kGoodbye: s.mark_goodbye(); break;
+  }
+}
+
+}  // namespace tcp
+}  // namespace plait::transport

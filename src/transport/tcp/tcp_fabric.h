@@ -1,0 +1,170 @@
+// The TCP provider's Fabric. Its implementation is split by responsibility:
+//
+//   tcp_fabric.cc   construction, the op lifecycle (start, complete, fail, cancel), frame
+//                   submission, dispatch of incoming headers, the cost model
+//   two_sided.cc    tagged send/recv: eager, rendezvous (RTS/CTS/striped data), matching
+//   rma.cc          write / read / atomics, initiator and target sides
+//   progress.cc     the progress thread (epoll), peer failure, orderly shutdown
+//   connect.cc      connection setup; stream.cc the per-socket I/O; wire.h the format
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/socket.h"
+#include "transport/completion_queue.h"
+#include "transport/fabric.h"
+#include "transport/memory_registry.h"
+#include "transport/tcp/connect.h"
+#include "transport/tcp/matcher.h"
+#include "transport/tcp/op.h"
+#include "transport/tcp/stream.h"
+
+namespace plait::transport::tcp {
+
+class TcpFabric final : public Fabric, private StreamHandler {
+ public:
+  TcpFabric(const FabricOptions& options, Mesh mesh);
+  ~TcpFabric() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const Capabilities& capabilities() const override { return capabilities_; }
+  const CostModel& cost_model() const override { return cost_model_; }
+
+  std::unique_ptr<CompletionQueue> create_cq() override;
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
+                                                uint32_t access) override;
+
+  void send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
+            CompletionQueue* cq, uint64_t context) override;
+  void recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+            uint64_t context) override;
+
+  void write(int peer, const void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
+             std::optional<uint32_t> imm, CompletionQueue* cq, uint64_t context) override;
+  void read(int peer, void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
+            CompletionQueue* cq, uint64_t context) override;
+  void fetch_add(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
+                 uint64_t add, CompletionQueue* cq, uint64_t context) override;
+  void compare_swap(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
+                    uint64_t expected, uint64_t desired, CompletionQueue* cq,
+                    uint64_t context) override;
+
+  void set_imm_cq(CompletionQueue* cq) override;
+  void cancel(CompletionQueue* cq) override;
+  bool peer_failed(int peer) const override;
+
+ private:
+  struct Peer {
+    std::vector<std::unique_ptr<Stream>> streams;
+    std::atomic<bool> failed{false};
+    mutable std::mutex mu;
+    std::string failure;  // why it failed, for ops started later; guarded by mu
+    // Progress thread only:
+    int goodbyes = 0;
+    struct ImmWrite {
+      uint64_t remaining = 0;
+      bool denied = false;
+    };
+    // Striped writes with an immediate, by initiator op id: the immediate is delivered once
+    // every piece is in.
+    std::unordered_map<uint64_t, ImmWrite> imm_writes;
+  };
+
+  // --- op lifecycle (tcp_fabric.cc) ---
+  PolicyCompletionQueue* checked_cq(CompletionQueue* cq, const char* what) const;
+  void check_peer(int peer, const char* what, bool any_ok = false) const;
+  OpRef new_op(OpType type, int peer, CompletionQueue* cq, uint64_t context);
+  // Makes the op pending; false if it already failed because its peer is gone.
+  bool admit(const OpRef& op);
+  void succeed(Op& op);
+  void fail(Op& op, const Error& error);
+  void fail_remote(Op& op, const std::string& why);
+  ErrorContext context_of(const Op& op) const;
+  Stream& stream(int peer, int index) { return *peers_[peer]->streams[index]; }
+  void submit(int peer, int index, Frame frame);
+  void account_sent(std::vector<Frame>& sent);
+  size_t pieces(size_t len) const { return len == 0 ? 1 : (len + stripe_bytes_ - 1) / stripe_bytes_; }
+  [[noreturn]] void protocol_error(const Stream& s, const std::string& what) const;
+
+  // --- StreamHandler: dispatch by message type (tcp_fabric.cc) ---
+  Incoming on_header(Stream& s, const WireHeader& h) override;
+  void on_payload(Stream& s, const WireHeader& h, Incoming& in) override;
+
+  // --- two-sided (two_sided.cc) ---
+  Incoming on_eager(Stream& s, const WireHeader& h);
+  void on_eager_payload(Stream& s, const WireHeader& h, Incoming& in);
+  void on_rts(Stream& s, const WireHeader& h);
+  void on_cts(Stream& s, const WireHeader& h);
+  Incoming on_data(Stream& s, const WireHeader& h);
+  void on_data_payload(Incoming& in, const WireHeader& h);
+  // A recv matched a rendezvous request: clear the sender to send, or decline.
+  void accept_rendezvous(const OpRef& recv, int source, uint64_t sender_op);
+  // A recv matched a complete buffered eager message.
+  void deliver_buffered(Op& recv, const Unexpected& message);
+  bool truncated(Op& recv, uint64_t length);
+
+  // --- one-sided (rma.cc) ---
+  void start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
+                    bool compare_swap, uint64_t arg0, uint64_t arg1, CompletionQueue* cq,
+                    uint64_t context);
+  Incoming on_write(Stream& s, const WireHeader& h);
+  void on_write_payload(Stream& s, const WireHeader& h, Incoming& in);
+  void on_read_request(Stream& s, const WireHeader& h);
+  void on_atomic(Stream& s, const WireHeader& h);
+  Incoming on_reply(Stream& s, const WireHeader& h);
+  void on_reply_payload(const WireHeader& h, Incoming& in);
+  void deliver_imm(int peer, const WireHeader& h);
+  void reply(Stream& s, WireHeader h, const std::string& denial);
+
+  // --- progress (progress.cc) ---
+  void start_progress();
+  void progress_loop();
+  void service_ready();
+  void on_stream_closed(Stream& s, Stream::ReadResult result, int error);
+  void close_stream(Stream& s);
+  // Marks the peer failed (or gone after its goodbye) and fails everything pending with it.
+  void fail_peer(int peer, const std::string& why, bool orderly);
+  void wake_progress();
+  void shutdown_streams();
+
+  const int rank_;
+  const int size_;
+  const std::string name_;
+  const Config config_;
+  Capabilities capabilities_;
+  CostModel cost_model_;
+  size_t eager_threshold_;
+  size_t stripe_bytes_;
+  int streams_;
+
+  std::shared_ptr<MemoryRegistry> registry_;
+  OpTable ops_;
+  Matcher matcher_;
+  std::atomic<uint64_t> next_id_{1};
+  // Shared around every access to a pending op's memory by the provider; cancel() takes it
+  // exclusively once, after marking ops finished, to wait out accesses in flight.
+  std::shared_mutex user_memory_guard_;
+  std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
+  std::vector<std::unique_ptr<Peer>> peers_;  // peers_[rank_] is null
+
+  net::Fd epoll_;
+  net::Fd wake_fd_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> stopping_{false};       // completions are no longer delivered
+  std::atomic<bool> broken_stream_{false};  // a caller's write broke a stream
+  std::vector<Stream*> ready_;              // progress thread only
+  std::thread progress_;
+};
+
+// The provider's loopback cost model and the eager threshold derived from it.
+CostModel tcp_cost_model(const Config& config);
+
+}  // namespace plait::transport::tcp

@@ -1,0 +1,207 @@
+// Tagged send/recv over the TCP provider.
+//
+//   eager (len < threshold)   kEager header + payload on stream 0. Matched: the payload is
+//                             received straight into the recv buffer. Unexpected: buffered,
+//                             copied once when the recv is posted.
+//   rendezvous (len >= it)    kRts on stream 0, matched like an eager header; the receiver
+//                             answers kCts with its op id (or declines a truncated recv); the
+//                             sender stripes kData pieces over all streams, each received
+//                             straight into the recv buffer at its offset.
+#include <cstring>
+
+#include "transport/tcp/tcp_fabric.h"
+
+namespace plait::transport::tcp {
+namespace {
+
+std::shared_ptr<const std::atomic<bool>> finished_flag(const OpRef& op) {
+  return {op, &op->finished};  // shares the op's lifetime
+}
+
+}  // namespace
+
+void TcpFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
+                     CompletionQueue* cq, uint64_t context) {
+  check_peer(peer, "send");
+  PolicyCompletionQueue* q = checked_cq(cq, "send");
+  if (!buf && len > 0)
+    throw invalid_usage("null buffer", {.rank = rank_, .peer = peer, .op = "send",
+                                        .bytes = static_cast<int64_t>(len)});
+  OpRef op = new_op(OpType::kSend, peer, q, context);
+  op->local = const_cast<char*>(static_cast<const char*>(buf));
+  op->length = len;
+  op->tag = tag;
+  op->header = header;
+  if (!admit(op)) return;
+
+  Frame f;
+  f.op = op;
+  f.header.tag = tag;
+  f.header.word = header;
+  if (len < eager_threshold_) {
+    f.header.type = MessageType::kEager;
+    f.header.length = len;
+    f.payload = op->local;
+    f.counts_for_op = true;
+    op->parts_left.store(1);
+  } else {
+    f.header.type = MessageType::kRts;
+    f.header.id = op->id;
+    f.header.arg0 = len;
+  }
+  submit(peer, 0, std::move(f));
+}
+
+void TcpFabric::recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                     uint64_t context) {
+  check_peer(peer, "recv", /*any_ok=*/true);
+  PolicyCompletionQueue* q = checked_cq(cq, "recv");
+  if (!buf && capacity > 0)
+    throw invalid_usage("null buffer", {.rank = rank_, .peer = peer, .op = "recv",
+                                        .bytes = static_cast<int64_t>(capacity)});
+  OpRef op = new_op(OpType::kRecv, peer, q, context);
+  op->local = static_cast<char*>(buf);
+  op->length = capacity;
+  op->tag = tag;
+  ops_.add(op);
+
+  Matcher::Posted posted = matcher_.post(op);
+  if (posted.match) {
+    const Unexpected& m = *posted.match;
+    if (m.rendezvous) {
+      accept_rendezvous(op, m.source, m.sender_op);
+    } else if (posted.complete) {
+      deliver_buffered(*op, m);
+    }  // else claimed: the progress thread delivers it once its payload is in
+    return;
+  }
+  // Nothing buffered: a message can only still come from a live peer. (Checked after
+  // posting: a failure after this point finds the recv in the op table.)
+  if (peer != kAnySource) {
+    if (peers_[peer]->failed.load()) {
+      std::lock_guard lock(peers_[peer]->mu);
+      fail_remote(*op, peers_[peer]->failure);
+    }
+    return;
+  }
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && !peers_[p]->failed.load()) return;
+  fail_remote(*op, "no peer is left to receive from");
+}
+
+bool TcpFabric::truncated(Op& recv, uint64_t length) {
+  if (length <= recv.length) return false;
+  fail(recv, invalid_usage("message of " + std::to_string(length) + " bytes from rank " +
+                               std::to_string(recv.peer.load()) + " (tag " +
+                               std::to_string(recv.tag) + ") does not fit the receive buffer of " +
+                               std::to_string(recv.length) + " bytes",
+                           context_of(recv)));
+  return true;
+}
+
+void TcpFabric::deliver_buffered(Op& recv, const Unexpected& message) {
+  if (truncated(recv, message.length)) return;
+  if (message.length > 0) {
+    std::shared_lock lock(user_memory_guard_);
+    if (recv.done()) return;
+    std::memcpy(recv.local, message.data.data(), message.length);
+  }
+  succeed(recv);
+}
+
+void TcpFabric::accept_rendezvous(const OpRef& recv, int source, uint64_t sender_op) {
+  Frame f;
+  f.header.type = MessageType::kCts;
+  f.header.id = sender_op;
+  if (truncated(*recv, recv->message_length.load()) || recv->done()) {
+    f.header.flags = kFlagDeclined;  // the sender completes without sending the payload
+  } else {
+    f.header.arg0 = recv->id;
+  }
+  submit(source, 0, std::move(f));
+}
+
+// --- progress thread: incoming two-sided messages ---
+
+Incoming TcpFabric::on_eager(Stream& s, const WireHeader& h) {
+  Matcher::Arrival a = matcher_.arrive(s.peer(), h.tag, h.word, h.length, false, 0);
+  Incoming in;
+  if (a.recv) {
+    in.op = a.recv;
+    in.sink = truncated(*a.recv, h.length)
+                  ? Sink::discard(h.length)
+                  : Sink::user(a.recv->local, h.length, finished_flag(a.recv), &user_memory_guard_);
+  } else {
+    // Only this thread touches `data` until the entry is marked complete.
+    a.unexpected->data.resize(h.length);
+    in.sink = Sink::owned(a.unexpected->data.data(), h.length);
+    in.unexpected = std::move(a.unexpected);
+  }
+  return in;
+}
+
+void TcpFabric::on_eager_payload(Stream&, const WireHeader&, Incoming& in) {
+  if (in.op) {
+    succeed(*in.op);  // no-op if it was truncated or cancelled meanwhile
+    return;
+  }
+  if (OpRef claimer = matcher_.payload_complete(in.unexpected))
+    deliver_buffered(*claimer, *in.unexpected);
+}
+
+void TcpFabric::on_rts(Stream& s, const WireHeader& h) {
+  Matcher::Arrival a = matcher_.arrive(s.peer(), h.tag, h.word, h.arg0, true, h.id);
+  if (a.recv) accept_rendezvous(a.recv, s.peer(), h.id);
+}
+
+void TcpFabric::on_cts(Stream& s, const WireHeader& h) {
+  OpRef op = ops_.find(h.id);
+  if (!op || op->done()) return;  // cancelled or failed meanwhile
+  if (op->type != OpType::kSend || op->peer.load() != s.peer())
+    protocol_error(s, "clear-to-send for op " + std::to_string(h.id) + ", not a send to it");
+  if (h.flags & kFlagDeclined) {
+    succeed(*op);  // the receiver reported the truncation on its side
+    return;
+  }
+  const size_t n = pieces(op->length);
+  op->parts_left.store(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t offset = i * stripe_bytes_;
+    Frame f;
+    f.header.type = MessageType::kData;
+    f.header.id = h.arg0;
+    f.header.word = offset;
+    f.header.length = std::min(stripe_bytes_, op->length - offset);
+    f.payload = op->local + offset;
+    f.op = op;
+    f.counts_for_op = true;
+    submit(s.peer(), static_cast<int>(i % streams_), std::move(f));
+  }
+}
+
+Incoming TcpFabric::on_data(Stream& s, const WireHeader& h) {
+  Incoming in;
+  OpRef op = ops_.find(h.id);
+  if (!op || op->done()) {  // cancelled or failed: the bytes still have to be read
+    in.sink = Sink::discard(h.length);
+    return in;
+  }
+  uint64_t length = op->message_length.load();
+  if (op->type != OpType::kRecv || op->peer.load() != s.peer() || h.word > length ||
+      h.length > length - h.word)
+    protocol_error(s, "data piece at offset " + std::to_string(h.word) + " + " +
+                          std::to_string(h.length) + " does not belong to op " +
+                          std::to_string(h.id));
+  in.op = op;
+  in.sink = Sink::user(op->local + h.word, h.length, finished_flag(op), &user_memory_guard_);
+  return in;
+}
+
+void TcpFabric::on_data_payload(Incoming& in, const WireHeader& h) {
+  if (!in.op) return;
+  Op& op = *in.op;
+  op.received += h.length;
+  if (op.received == op.message_length.load()) succeed(op);
+}
+
+}  // namespace plait::transport::tcp
