@@ -1,0 +1,358 @@
+#include "coll/builder_util.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "plait/error.h"
+
+namespace plait::coll {
+
+Range even_block(size_t count, int parts, int i) {
+  size_t p = static_cast<size_t>(parts);
+  size_t idx = static_cast<size_t>(i);
+  size_t base = count / p;
+  size_t extra = count % p;
+  return Range{idx * base + std::min(idx, extra), base + (idx < extra ? 1 : 0)};
+}
+
+int floor_pow2(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+int ceil_log2(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+namespace {
+
+size_t extent(const std::vector<size_t>& counts, const std::vector<size_t>& displs) {
+  size_t e = 0;
+  for (size_t i = 0; i < counts.size() && i < displs.size(); ++i) {
+    if (counts[i] > 0) e = std::max(e, displs[i] + counts[i]);
+  }
+  return e;
+}
+
+}  // namespace
+
+BufferLayout layout_of(const CollArgs& a) {
+  const size_t n = static_cast<size_t>(a.size);
+  const size_t c = a.count;
+  const bool root = a.rank == a.root;
+  BufferLayout l;
+  l.in_place = a.in_place;
+  switch (a.op) {
+    case CollOp::kAllreduce:
+    case CollOp::kReduce: l.input_count = c; l.output_count = c; break;
+    case CollOp::kBroadcast: l.input_count = root ? c : 0; l.output_count = c; break;
+    case CollOp::kAllgather:
+      l.input_count = c;
+      l.output_count = n * c;
+      l.input_offset = static_cast<size_t>(a.rank) * c;
+      break;
+    case CollOp::kAllgatherv:
+      l.input_count = a.counts[a.rank];
+      l.output_count = extent(a.counts, a.displs);
+      l.input_offset = a.displs[a.rank];
+      break;
+    case CollOp::kReduceScatter: l.input_count = n * c; l.output_count = c; break;
+    case CollOp::kReduceScatterv:
+      l.input_count = extent(a.counts, a.displs);
+      l.output_count = a.counts[a.rank];
+      break;
+    case CollOp::kAlltoall: l.input_count = n * c; l.output_count = n * c; break;
+    case CollOp::kAlltoallv:
+      l.input_count = extent(a.send_counts, a.send_displs);
+      l.output_count = extent(a.counts, a.displs);
+      break;
+    case CollOp::kGather:
+      l.input_count = c;
+      l.output_count = root ? n * c : 0;
+      l.input_offset = static_cast<size_t>(a.rank) * c;  // MPI: the root's block, in place
+      break;
+    case CollOp::kScatter: l.input_count = root ? n * c : 0; l.output_count = c; break;
+    case CollOp::kBarrier: break;
+  }
+  if (!a.in_place) l.input_offset = 0;
+  return l;
+}
+
+std::vector<Range> rank_blocks(const CollArgs& a) {
+  std::vector<Range> blocks(static_cast<size_t>(a.size));
+  const bool v = a.op == CollOp::kAllgatherv || a.op == CollOp::kReduceScatterv ||
+                 a.op == CollOp::kAlltoallv;
+  for (size_t p = 0; p < blocks.size(); ++p) {
+    blocks[p] = v ? Range{a.displs[p], a.counts[p]} : Range{p * a.count, a.count};
+  }
+  return blocks;
+}
+
+std::vector<Range> send_blocks(const CollArgs& a) {
+  if (a.op != CollOp::kAlltoallv) return rank_blocks(a);
+  std::vector<Range> blocks(static_cast<size_t>(a.size));
+  for (size_t p = 0; p < blocks.size(); ++p) blocks[p] = Range{a.send_displs[p], a.send_counts[p]};
+  return blocks;
+}
+
+std::vector<Range> covered_runs(std::vector<Range> blocks) {
+  std::erase_if(blocks, [](const Range& r) { return r.count == 0; });
+  std::sort(blocks.begin(), blocks.end(),
+            [](const Range& x, const Range& y) { return x.offset < y.offset; });
+  std::vector<Range> runs;
+  for (const Range& r : blocks) {
+    if (!runs.empty() && r.offset <= runs.back().end()) {
+      size_t end = std::max(runs.back().end(), r.end());
+      runs.back().count = end - runs.back().offset;
+    } else {
+      runs.push_back(r);
+    }
+  }
+  return runs;
+}
+
+void validate_args(const CollArgs& a) {
+  std::string what = std::string(to_string(a.op));
+  if (a.size < 1) throw invalid_usage(what + ": size must be >= 1");
+  if (a.rank < 0 || a.rank >= a.size) {
+    throw invalid_usage(what + ": rank " + std::to_string(a.rank) + " outside [0, " +
+                        std::to_string(a.size) + ")");
+  }
+  if (a.root < 0 || a.root >= a.size) {
+    throw invalid_usage(what + ": root " + std::to_string(a.root) + " outside [0, " +
+                        std::to_string(a.size) + ")");
+  }
+  auto need = [&](const std::vector<size_t>& v, const char* name) {
+    if (v.size() != static_cast<size_t>(a.size)) {
+      throw invalid_usage(what + ": " + name + " has " + std::to_string(v.size()) +
+                          " entries, expected " + std::to_string(a.size));
+    }
+  };
+  switch (a.op) {
+    case CollOp::kAllgatherv:
+    case CollOp::kReduceScatterv:
+      need(a.counts, "counts");
+      need(a.displs, "displs");
+      break;
+    case CollOp::kAlltoallv:
+      need(a.counts, "counts");
+      need(a.displs, "displs");
+      need(a.send_counts, "send_counts");
+      need(a.send_displs, "send_displs");
+      break;
+    default: break;
+  }
+  if (a.ps_roots < 0) throw invalid_usage(what + ": ps_roots must be >= 0");
+}
+
+Region resolve(const BufferLayout& l, Slice s) {
+  switch (s.buffer) {
+    case BufferId::kOutput: return Region{PhysBuffer::kOutput, s.offset, s.offset + s.count};
+    case BufferId::kInput:
+      if (l.in_place) {
+        size_t b = l.input_offset + s.offset;
+        return Region{PhysBuffer::kOutput, b, b + s.count};
+      }
+      return Region{PhysBuffer::kInput, s.offset, s.offset + s.count};
+    case BufferId::kScratch: return Region{PhysBuffer::kScratch, s.offset, s.offset + s.count};
+  }
+  return Region{};
+}
+
+// ---- HazardTracker ----
+
+HazardTracker::Map::iterator HazardTracker::split(Map& map, size_t at) {
+  if (map.empty()) map.emplace(0, Segment{});
+  auto it = std::prev(map.upper_bound(at));
+  if (it->first == at) return it;
+  return map.emplace_hint(std::next(it), at, it->second);
+}
+
+void HazardTracker::record(StepId step, std::span<const Use> uses, std::vector<StepId>* deps) {
+  for (const Use& u : uses) {
+    if (u.region.empty()) continue;
+    Map& map = maps_[static_cast<int>(u.region.buffer)];
+    auto first = split(map, u.region.begin);
+    auto last = split(map, u.region.end);
+    for (auto it = first; it != last; ++it) {
+      const Segment& seg = it->second;
+      if (u.access == Access::kRead) {
+        if (seg.writer) deps->push_back(*seg.writer);
+      } else if (!seg.readers.empty()) {
+        // Every reader since the last write already waits for that write.
+        deps->insert(deps->end(), seg.readers.begin(), seg.readers.end());
+      } else if (seg.writer) {
+        deps->push_back(*seg.writer);
+      }
+    }
+  }
+  for (const Use& u : uses) {
+    if (u.region.empty()) continue;
+    Map& map = maps_[static_cast<int>(u.region.buffer)];
+    auto first = split(map, u.region.begin);
+    auto last = split(map, u.region.end);
+    if (u.access == Access::kRead) {
+      for (auto it = first; it != last; ++it) {
+        auto& r = it->second.readers;
+        if (r.empty() || r.back() != step) r.push_back(step);
+      }
+    } else {
+      // One writer for the whole range now: merge its segments so the map stays small.
+      map.erase(std::next(first), last);
+      first->second = Segment{step, {}};
+    }
+  }
+}
+
+// ---- ScheduleBuilder ----
+
+ScheduleBuilder::ScheduleBuilder(const CollArgs& args, std::string algorithm)
+    : args_(args) {
+  validate_args(args);
+  layout_ = layout_of(args_);
+  sched_.algorithm = std::move(algorithm);
+}
+
+StepId ScheduleBuilder::add(StepKind kind, int peer, Slice src, Slice dst,
+                            std::span<const StepId> after) {
+  using A = HazardTracker::Access;
+  HazardTracker::Use uses[2];
+  size_t n = 0;
+  switch (kind) {
+    case StepKind::kSend: uses[n++] = {where(src), A::kRead}; break;
+    case StepKind::kRecv: uses[n++] = {where(dst), A::kWrite}; break;
+    case StepKind::kRecvReduce:
+      uses[n++] = {where(src), A::kWrite};
+      uses[n++] = {where(dst), A::kReadWrite};
+      break;
+    case StepKind::kCopy:
+      uses[n++] = {where(src), A::kRead};
+      uses[n++] = {where(dst), A::kWrite};
+      break;
+    case StepKind::kReduce:
+      uses[n++] = {where(src), A::kRead};
+      uses[n++] = {where(dst), A::kReadWrite};
+      break;
+  }
+  bool writes_input = (kind != StepKind::kSend && dst.buffer == BufferId::kInput && dst.count) ||
+                      (kind == StepKind::kRecvReduce && src.buffer == BufferId::kInput);
+  if (writes_input && !layout_.in_place) {
+    throw invalid_usage("schedule builder " + sched_.algorithm + " (" +
+                        std::string(to_string(args_.op)) +
+                        ") writes the input buffer of an out-of-place call");
+  }
+  StepId id = static_cast<StepId>(sched_.steps.size());
+  deps_.assign(after.begin(), after.end());
+  tracker_.record(id, std::span<const HazardTracker::Use>(uses, n), &deps_);
+  std::sort(deps_.begin(), deps_.end());
+  deps_.erase(std::unique(deps_.begin(), deps_.end()), deps_.end());
+  switch (kind) {
+    case StepKind::kSend: return sched_.send(peer, src, deps_);
+    case StepKind::kRecv: return sched_.recv(peer, dst, deps_);
+    case StepKind::kRecvReduce: return sched_.recv_reduce(peer, src, dst, deps_);
+    case StepKind::kCopy: return sched_.copy(src, dst, deps_);
+    case StepKind::kReduce: return sched_.reduce(src, dst, deps_);
+  }
+  return id;
+}
+
+StepId ScheduleBuilder::send(int peer, Slice src, std::span<const StepId> after) {
+  return add(StepKind::kSend, peer, src, Slice{}, after);
+}
+StepId ScheduleBuilder::recv(int peer, Slice dst, std::span<const StepId> after) {
+  return add(StepKind::kRecv, peer, Slice{}, dst, after);
+}
+StepId ScheduleBuilder::recv_reduce(int peer, Slice staging, Slice accum,
+                                    std::span<const StepId> after) {
+  return add(StepKind::kRecvReduce, peer, staging, accum, after);
+}
+StepId ScheduleBuilder::reduce(Slice src, Slice dst, std::span<const StepId> after) {
+  return add(StepKind::kReduce, -1, src, dst, after);
+}
+
+void ScheduleBuilder::copy(Slice src, Slice dst) {
+  if (src.count == 0) return;
+  Region s = where(src), d = where(dst);
+  if (same_region(s, d)) return;
+  if (overlap(s, d)) {
+    // memcpy semantics forbid overlap; a bounce through scratch is rare (in-place v-ops).
+    Slice tmp = scratch(src.count);
+    add(StepKind::kCopy, -1, src, tmp, {});
+    add(StepKind::kCopy, -1, tmp, dst, {});
+    return;
+  }
+  add(StepKind::kCopy, -1, src, dst, {});
+}
+
+namespace {
+
+template <typename F>
+void for_each_chunk(size_t count, size_t chunk, F&& f) {
+  size_t step = chunk == 0 ? count : chunk;
+  for (size_t off = 0; off < count; off += step) f(off, std::min(step, count - off));
+}
+
+}  // namespace
+
+std::vector<StepId> ScheduleBuilder::send_chunks(int peer, Slice src, size_t chunk) {
+  std::vector<StepId> ids;
+  for_each_chunk(src.count, chunk, [&](size_t off, size_t n) {
+    ids.push_back(send(peer, sub(src, off, n)));
+  });
+  return ids;
+}
+
+std::vector<StepId> ScheduleBuilder::recv_chunks(int peer, Slice dst, size_t chunk) {
+  std::vector<StepId> ids;
+  for_each_chunk(dst.count, chunk, [&](size_t off, size_t n) {
+    ids.push_back(recv(peer, sub(dst, off, n)));
+  });
+  return ids;
+}
+
+void ScheduleBuilder::recv_then_reduce_chunks(int peer, Slice dst, Slice own, size_t chunk) {
+  for_each_chunk(dst.count, chunk, [&](size_t off, size_t n) {
+    recv(peer, sub(dst, off, n));
+    reduce(sub(own, off, n), sub(dst, off, n));
+  });
+}
+
+Schedule ScheduleBuilder::finish() && { return std::move(sched_); }
+
+// ---- staging ----
+
+StagingRing::StagingRing(ScheduleBuilder& b, size_t slot_elems, size_t slots)
+    : builder_(&b), slot_elems_(slot_elems), slots_(slots == 0 ? 1 : slots) {}
+
+Slice StagingRing::take(size_t count) {
+  if (count > slot_elems_) {
+    throw invalid_usage("staging slot of " + std::to_string(slot_elems_) +
+                        " elements asked for " + std::to_string(count) + " (builder bug)");
+  }
+  // Scratch is reserved on first use: a phase that never stages costs no memory.
+  if (!base_) base_ = builder_->scratch(slot_elems_ * slots_);
+  Slice s = sub(*base_, (next_ % slots_) * slot_elems_, count);
+  ++next_;
+  return s;
+}
+
+void recv_staged_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
+                               size_t chunk) {
+  for_each_chunk(accum.count, chunk, [&](size_t off, size_t n) {
+    Slice slot = ring.take(n);
+    b.recv(peer, slot);
+    b.reduce(slot, sub(accum, off, n));
+  });
+}
+
+void recv_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
+                        size_t chunk) {
+  for_each_chunk(accum.count, chunk, [&](size_t off, size_t n) {
+    b.recv_reduce(peer, ring.take(n), sub(accum, off, n));
+  });
+}
+
+}  // namespace plait::coll

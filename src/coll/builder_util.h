@@ -1,0 +1,188 @@
+// What every schedule builder shares: the buffer layout of each op, block and chunk
+// arithmetic, and ScheduleBuilder, which infers dependencies from data hazards.
+//
+// Builders write a schedule as if it ran one step at a time in emission order (a plain
+// sequential program). ScheduleBuilder records, per element range of every buffer, the last
+// step that wrote it and the steps that read it since, and gives each new step exactly the
+// dependencies its accesses need: read-after-write, write-after-read, write-after-write. The
+// executor may then run steps in any order those dependencies allow and still compute what
+// the sequential program computes; nothing else is ordered, which is where the parallelism
+// and the chunk pipelining come from. Orderings that are not data hazards (a barrier's
+// zero-byte messages, pairwise exchange's one-peer-at-a-time) are passed explicitly.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "coll/schedule.h"
+
+namespace plait::coll {
+
+struct Range {
+  size_t offset = 0;
+  size_t count = 0;
+  size_t end() const { return offset + count; }
+};
+
+// Block i of `count` elements cut into `parts` nearly equal blocks in order; the first
+// count % parts blocks are one element longer. Empty blocks when count < parts.
+Range even_block(size_t count, int parts, int i);
+
+// a mod n in [0, n), for ring and relative-rank arithmetic with negative a.
+inline int wrap(int a, int n) { return ((a % n) + n) % n; }
+
+inline bool is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+// Largest power of two <= n (n >= 1).
+int floor_pow2(int n);
+// ceil(log2(n)) for n >= 1.
+int ceil_log2(int n);
+
+inline Slice sub(Slice s, size_t offset, size_t count) {
+  return Slice{s.buffer, s.offset + offset, count};
+}
+inline Slice in_slice(Range r) { return Slice{BufferId::kInput, r.offset, r.count}; }
+inline Slice out_slice(Range r) { return Slice{BufferId::kOutput, r.offset, r.count}; }
+
+// The element extents an op's buffers have on one rank (schedule.h spells out the layouts).
+// In place there is one buffer of buffer_count() elements; kOutput starts at its element 0
+// and kInput at input_offset: the rank's own block for allgather(v) and for gather (as in
+// MPI and as the communicator passes it: the root's contribution already sits in its slot
+// of the output), 0 for every other op.
+// Ranks that have no input for an op (non-roots of broadcast and scatter) get
+// input_count 0, and non-roots of gather output_count 0, so a schedule touching them fails
+// the bounds check. Reduce gives every rank an output (the communicator supplies one).
+struct BufferLayout {
+  size_t input_count = 0;
+  size_t output_count = 0;
+  size_t input_offset = 0;
+  bool in_place = false;
+  size_t buffer_count() const {
+    return in_place ? std::max(output_count, input_offset + input_count) : output_count;
+  }
+};
+BufferLayout layout_of(const CollArgs& args);
+
+// Rank p's block of the per-rank layout: [p*count, count) for the uniform ops, counts and
+// displs for the v-variants. For alltoall(v) it is the receive side; send_blocks gives the
+// send side (send_counts / send_displs).
+std::vector<Range> rank_blocks(const CollArgs& args);
+std::vector<Range> send_blocks(const CollArgs& args);
+// The elements the blocks cover, as sorted, disjoint, non-adjacent ranges.
+std::vector<Range> covered_runs(std::vector<Range> blocks);
+
+// Throws plait::Error (invalid usage) when args cannot describe a call: rank or root out of
+// range, v-variant vectors of the wrong length, an unknown op.
+void validate_args(const CollArgs& args);
+
+// A slice after in-place aliasing is resolved: which physical buffer, which elements.
+enum class PhysBuffer : uint8_t { kOutput, kInput, kScratch };
+struct Region {
+  PhysBuffer buffer = PhysBuffer::kOutput;
+  size_t begin = 0;
+  size_t end = 0;
+  bool empty() const { return begin == end; }
+};
+Region resolve(const BufferLayout& layout, Slice s);
+inline bool overlap(const Region& a, const Region& b) {
+  return a.buffer == b.buffer && a.begin < b.end && b.begin < a.end;
+}
+inline bool same_region(const Region& a, const Region& b) {
+  return a.buffer == b.buffer && a.begin == b.begin && a.end == b.end;
+}
+
+// For each element range of each physical buffer: the last writer and the readers since.
+class HazardTracker {
+ public:
+  enum class Access : uint8_t { kRead, kWrite, kReadWrite };
+  struct Use {
+    Region region;
+    Access access;
+  };
+  // The steps `uses` must wait for; then records `step` as their newest reader/writer.
+  void record(StepId step, std::span<const Use> uses, std::vector<StepId>* deps);
+
+ private:
+  struct Segment {
+    std::optional<StepId> writer;
+    std::vector<StepId> readers;
+  };
+  using Map = std::map<size_t, Segment>;  // segment start -> state until the next start
+  Map::iterator split(Map& map, size_t at);
+  Map maps_[3];
+};
+
+// Schedules written as sequential programs; see the top of this file.
+class ScheduleBuilder {
+ public:
+  ScheduleBuilder(const CollArgs& args, std::string algorithm);
+
+  const CollArgs& args() const { return args_; }
+  const BufferLayout& layout() const { return layout_; }
+  int rank() const { return args_.rank; }
+  int size() const { return args_.size; }
+  size_t chunk() const { return args_.chunk_count; }
+  Region where(Slice s) const { return resolve(layout_, s); }
+
+  Slice scratch(size_t count) {
+    return Slice{BufferId::kScratch, sched_.alloc_scratch(count), count};
+  }
+
+  StepId send(int peer, Slice src, std::span<const StepId> after = {});
+  StepId recv(int peer, Slice dst, std::span<const StepId> after = {});
+  StepId recv_reduce(int peer, Slice staging, Slice accum, std::span<const StepId> after = {});
+  StepId reduce(Slice src, Slice dst, std::span<const StepId> after = {});
+  // Nothing when src and dst are the same elements; through scratch when they partly overlap.
+  void copy(Slice src, Slice dst);
+
+  // Transfers cut into chunks of at most `chunk` elements (0: one piece); empty slices emit
+  // nothing, which both sides agree on because they compute the same counts. Each returns
+  // the ids of the steps it added.
+  std::vector<StepId> send_chunks(int peer, Slice src, size_t chunk);
+  std::vector<StepId> recv_chunks(int peer, Slice dst, size_t chunk);
+  // Per chunk: recv into dst, then dst = dst (op) own. For out-of-place first contributions:
+  // no staging, no copy.
+  void recv_then_reduce_chunks(int peer, Slice dst, Slice own, size_t chunk);
+
+  Schedule finish() &&;
+
+ private:
+  StepId add(StepKind kind, int peer, Slice src, Slice dst, std::span<const StepId> after);
+
+  CollArgs args_;
+  BufferLayout layout_;
+  Schedule sched_;
+  HazardTracker tracker_;
+  std::vector<StepId> deps_;  // reused per step
+};
+
+// Staging slots in scratch, handed out round robin: a slot is reused only after the step
+// that used it last, and the tracker orders that reuse. Two slots let the receive of chunk
+// i+1 land while chunk i is still being reduced. Scratch is reserved on the first take().
+class StagingRing {
+ public:
+  StagingRing(ScheduleBuilder& b, size_t slot_elems, size_t slots = 2);
+  Slice take(size_t count);
+
+ private:
+  ScheduleBuilder* builder_;
+  std::optional<Slice> base_;
+  size_t slot_elems_;
+  size_t slots_;
+  size_t next_ = 0;
+};
+
+// Per chunk: recv into a staging slot, then accum (op)= slot; as two steps, so the receive
+// does not wait for earlier reductions into accum (only for its slot to be free).
+void recv_staged_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
+                               size_t chunk);
+// Per chunk: one fused recv_reduce through a staging slot.
+void recv_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
+                        size_t chunk);
+
+}  // namespace plait::coll

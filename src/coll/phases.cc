@@ -1,0 +1,273 @@
+#include "coll/phases.h"
+
+#include <algorithm>
+
+namespace plait::coll {
+
+Group rotated_group(int size, int rank, int root) {
+  Group g;
+  g.ranks.resize(static_cast<size_t>(size));
+  for (int p = 0; p < size; ++p) g.ranks[static_cast<size_t>(p)] = (p + root) % size;
+  g.pos = wrap(rank - root, size);
+  return g;
+}
+
+Fold fold_to_pow2(const Group& g) {
+  Fold f;
+  const int n = g.n();
+  f.p2 = floor_pow2(n);
+  f.rem = n - f.p2;
+  const int pos = g.pos;
+  if (pos < 2 * f.rem) {
+    f.sits_out = pos % 2 == 1;
+    f.absorbs = !f.sits_out;
+    f.partner = g.rank(f.sits_out ? pos - 1 : pos + 1);
+  }
+  f.inner.ranks.resize(static_cast<size_t>(f.p2));
+  for (int k = 0; k < f.p2; ++k) {
+    f.inner.ranks[static_cast<size_t>(k)] = g.rank(k < f.rem ? 2 * k : k + f.rem);
+  }
+  f.inner.pos = f.sits_out ? -1 : (pos < 2 * f.rem ? pos / 2 : pos - f.rem);
+  return f;
+}
+
+TreeNode binomial_node(int n, int pos) {
+  TreeNode t;
+  int mask = 1;
+  for (; mask < n; mask <<= 1) {
+    if (pos & mask) {
+      t.parent = pos - mask;
+      break;
+    }
+    if (pos + mask < n) t.children.push_back(pos + mask);
+  }
+  t.end = std::min(pos + mask, n);
+  return t;
+}
+
+// ---- ring ----
+
+void ring_reduce_scatter(ScheduleBuilder& b, const Group& g, const RingReduceScatter& spec) {
+  const int n = g.n();
+  if (n == 1) return;
+  const int next = g.rank(wrap(g.pos + 1, n));
+  const int prev = g.rank(wrap(g.pos - 1, n));
+  const size_t chunk = b.chunk();
+  std::optional<StagingRing> ring;
+  if (spec.acc_holds_own) {
+    size_t biggest = 0;
+    for (int k = 0; k < n; ++k) biggest = std::max(biggest, spec.own(k).count);
+    ring.emplace(b, chunk ? std::min(chunk, biggest) : biggest);
+  }
+  for (int s = 0; s < n - 1; ++s) {
+    const int sb = wrap(spec.final_block - 1 - s, n);
+    const int rb = wrap(spec.final_block - 2 - s, n);
+    b.send_chunks(next, s == 0 ? spec.own(sb) : spec.acc(sb, s - 1), chunk);
+    Slice acc = spec.acc(rb, s);
+    if (spec.acc_holds_own) {
+      recv_reduce_chunks(b, prev, acc, *ring, chunk);
+    } else {
+      b.recv_then_reduce_chunks(prev, acc, spec.own(rb), chunk);
+    }
+  }
+}
+
+void ring_allgather(ScheduleBuilder& b, const Group& g, const RingAllgather& spec) {
+  const int n = g.n();
+  if (n == 1) return;
+  const int next = g.rank(wrap(g.pos + 1, n));
+  const int prev = g.rank(wrap(g.pos - 1, n));
+  for (int s = 0; s < n - 1; ++s) {
+    const int sb = wrap(spec.first_block - s, n);
+    const int rb = wrap(spec.first_block - s - 1, n);
+    std::optional<Slice> held = spec.held ? spec.held(sb) : std::nullopt;
+    b.send_chunks(next, held ? *held : spec.dst(sb), b.chunk());
+    b.recv_chunks(prev, spec.dst(rb), b.chunk());
+  }
+}
+
+// ---- trees ----
+
+void binomial_reduce(ScheduleBuilder& b, const Group& g, Slice own, Slice acc) {
+  const TreeNode t = binomial_node(g.n(), g.pos);
+  const size_t chunk = b.chunk();
+  bool acc_has_own = same_region(b.where(own), b.where(acc));
+  if (t.children.empty()) {
+    if (t.parent >= 0) b.send_chunks(g.rank(t.parent), own, chunk);
+    else if (!acc_has_own) b.copy(own, acc);
+    return;
+  }
+  const size_t slot = chunk ? std::min(chunk, acc.count) : acc.count;
+  for (int child : t.children) {
+    if (!acc_has_own) {
+      b.recv_then_reduce_chunks(g.rank(child), acc, own, chunk);
+      acc_has_own = true;
+    } else {
+      // One staging ring per child, so children's messages land in parallel while the
+      // reductions into acc take their turn.
+      StagingRing ring(b, slot, chunk ? 2 : 1);
+      recv_staged_reduce_chunks(b, g.rank(child), acc, ring, chunk);
+    }
+  }
+  if (t.parent >= 0) b.send_chunks(g.rank(t.parent), acc, chunk);
+}
+
+void binomial_bcast(ScheduleBuilder& b, const Group& g, Slice src, Slice dst) {
+  const TreeNode t = binomial_node(g.n(), g.pos);
+  const size_t chunk = b.chunk();
+  Slice from = dst;
+  if (t.parent >= 0) {
+    b.recv_chunks(g.rank(t.parent), dst, chunk);
+  } else {
+    from = src;
+  }
+  // Largest subtree first: it has the longest way to go.
+  for (auto it = t.children.rbegin(); it != t.children.rend(); ++it) {
+    b.send_chunks(g.rank(*it), from, chunk);
+  }
+  if (t.parent < 0) b.copy(src, dst);
+}
+
+namespace {
+
+// Calls f(slice) for each maximal run of blocks [first, last) that is contiguous on every
+// rank; both ends of a message compute the same runs.
+template <typename F>
+void for_each_run(const BlockLayout& blocks, int first, int last, F&& f) {
+  int u = first;
+  while (u < last) {
+    Slice run = blocks.at(u);
+    int v = u + 1;
+    for (; v < last && blocks.joined(v); ++v) run.count += blocks.at(v).count;
+    f(run);
+    u = v;
+  }
+}
+
+}  // namespace
+
+void binomial_gather_blocks(ScheduleBuilder& b, const Group& g, const BlockLayout& blocks,
+                            Slice own_src) {
+  const TreeNode t = binomial_node(g.n(), g.pos);
+  const size_t chunk = b.chunk();
+  const bool leaf = t.children.empty();
+  if (!leaf || t.parent < 0) b.copy(own_src, blocks.at(g.pos));
+  for (int child : t.children) {
+    const TreeNode c = binomial_node(g.n(), child);
+    for_each_run(blocks, child, c.end, [&](Slice run) { b.recv_chunks(g.rank(child), run, chunk); });
+  }
+  if (t.parent < 0) return;
+  if (leaf) {
+    b.send_chunks(g.rank(t.parent), own_src, chunk);
+  } else {
+    for_each_run(blocks, g.pos, t.end,
+                 [&](Slice run) { b.send_chunks(g.rank(t.parent), run, chunk); });
+  }
+}
+
+void binomial_scatter_blocks(ScheduleBuilder& b, const Group& g, const BlockLayout& blocks,
+                             Slice own_dst) {
+  const TreeNode t = binomial_node(g.n(), g.pos);
+  const size_t chunk = b.chunk();
+  const bool leaf = t.children.empty();
+  if (t.parent >= 0) {
+    if (leaf) {
+      b.recv_chunks(g.rank(t.parent), own_dst, chunk);
+    } else {
+      for_each_run(blocks, g.pos, t.end,
+                   [&](Slice run) { b.recv_chunks(g.rank(t.parent), run, chunk); });
+    }
+  }
+  for (auto it = t.children.rbegin(); it != t.children.rend(); ++it) {
+    const TreeNode c = binomial_node(g.n(), *it);
+    for_each_run(blocks, *it, c.end, [&](Slice run) { b.send_chunks(g.rank(*it), run, chunk); });
+  }
+  if (!leaf || t.parent < 0) b.copy(blocks.at(g.pos), own_dst);
+}
+
+// ---- hypercube ----
+
+namespace {
+
+Range span_of(const std::vector<Range>& blocks, int lo, int hi) {
+  size_t begin = blocks[static_cast<size_t>(lo)].offset;
+  return Range{begin, blocks[static_cast<size_t>(hi - 1)].end() - begin};
+}
+
+}  // namespace
+
+void recursive_halving(ScheduleBuilder& b, const Group& g, const Halving& spec) {
+  const int p2 = g.n();
+  const size_t chunk = b.chunk();
+  int lo = 0, hi = p2;
+  bool holds = spec.acc_holds_own;
+  std::optional<StagingRing> ring;
+  for (int mask = p2 / 2; mask >= 1; mask /= 2) {
+    const int partner = g.pos ^ mask;
+    const int mid = lo + (hi - lo) / 2;
+    const bool upper = (g.pos & mask) != 0;
+    const Range keep = upper ? span_of(spec.blocks, mid, hi) : span_of(spec.blocks, lo, mid);
+    const Range give = upper ? span_of(spec.blocks, lo, mid) : span_of(spec.blocks, mid, hi);
+    b.send_chunks(g.rank(partner), holds ? spec.acc(give) : spec.own(give), chunk);
+    if (holds) {
+      if (!ring) {
+        // Later rounds keep half as much, so the first round that stages sizes the ring.
+        ring.emplace(b, chunk ? std::min(chunk, keep.count) : keep.count, chunk ? 2 : 1);
+      }
+      recv_reduce_chunks(b, g.rank(partner), spec.acc(keep), *ring, chunk);
+    } else {
+      b.recv_then_reduce_chunks(g.rank(partner), spec.acc(keep), spec.own(keep), chunk);
+    }
+    holds = true;
+    if (upper) lo = mid; else hi = mid;
+  }
+  if (!holds) b.copy(spec.own(spec.blocks[0]), spec.acc(spec.blocks[0]));
+}
+
+void recursive_doubling_allgather(ScheduleBuilder& b, const Group& g, const Doubling& spec) {
+  const int p2 = g.n();
+  const size_t chunk = b.chunk();
+  const Range mine = spec.blocks[static_cast<size_t>(g.pos)];
+  if (spec.own_src) b.copy(*spec.own_src, spec.dst(mine));
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    const int partner = g.pos ^ mask;
+    const int base = g.pos & ~(mask - 1);
+    const int pbase = partner & ~(mask - 1);
+    Slice src = (mask == 1 && spec.own_src) ? *spec.own_src
+                                             : spec.dst(span_of(spec.blocks, base, base + mask));
+    b.send_chunks(g.rank(partner), src, chunk);
+    b.recv_chunks(g.rank(partner), spec.dst(span_of(spec.blocks, pbase, pbase + mask)), chunk);
+  }
+}
+
+// ---- in-order reduction ----
+
+void reduce_in_order(ScheduleBuilder& b, std::vector<Contribution> parts, Slice target) {
+  if (parts.empty() || target.count == 0) return;
+  const Region t = b.where(target);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Contribution& p = parts[k];
+    if (p.peer >= 0) continue;
+    Region r = b.where(p.local);
+    if (overlap(r, t) && !(k == 0 && same_region(r, t))) {
+      Slice saved = b.scratch(p.local.count);
+      b.copy(p.local, saved);
+      p.local = saved;
+    }
+  }
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Contribution& p = parts[k];
+    if (p.peer < 0) continue;
+    if (k == 0) {
+      b.recv(p.peer, target);
+      p.local = target;
+    } else {
+      p.local = b.scratch(target.count);
+      b.recv(p.peer, p.local);
+    }
+  }
+  b.copy(parts[0].local, target);
+  for (size_t k = 1; k < parts.size(); ++k) b.reduce(parts[k].local, target);
+}
+
+}  // namespace plait::coll
