@@ -46,6 +46,9 @@ class Work {
   // recv from kAnySource: the rank the message came from; bytes actually received.
   virtual int source() const = 0;
   virtual size_t bytes() const = 0;
+  // Collectives: the algorithm that runs it ("ring"), whether forced or chosen by the cost
+  // model; empty for send/recv.
+  virtual const std::string& algorithm() const = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
 

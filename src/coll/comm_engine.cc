@@ -1,0 +1,347 @@
+#include "coll/comm_engine.h"
+
+#include <cstring>
+
+#include "coll/tags.h"
+#include "core/log.h"
+#include "core/reduce.h"
+
+namespace plait::coll {
+namespace {
+
+// Transport contexts: the kind in the top two bits, then per-kind payload.
+constexpr uint64_t kKindShift = 62;
+constexpr uint64_t kCollContext = 0, kP2pContext = 1, kControlContext = 2;
+constexpr uint64_t kGenerationMask = (uint64_t{1} << 30) - 1;
+constexpr size_t kControlBytes = 4096;
+// The engine wakes at least this often even with nothing to do, to check deadlines.
+constexpr auto kMaxSleep = std::chrono::milliseconds(200);
+
+uint64_t coll_context(uint64_t seq) {
+  return (kCollContext << kKindShift) | ((seq & kGenerationMask) << 32);
+}
+
+}  // namespace
+
+CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
+                       std::vector<int> fabric_rank)
+    : fabric_(std::move(fabric)),
+      cq_(fabric_->create_cq()),
+      comm_id_(comm_id),
+      rank_(rank),
+      fabric_rank_(std::move(fabric_rank)),
+      sent_(fabric_rank_.size(), 0),
+      received_(fabric_rank_.size(), 0),
+      control_buf_(kControlBytes) {
+  for (size_t r = 0; r < fabric_rank_.size(); ++r) comm_rank_[fabric_rank_[r]] = static_cast<int>(r);
+  post_control_recv();
+  thread_ = std::thread([this] { loop(); });
+}
+
+CommEngine::~CommEngine() {
+  stop_ = true;
+  cq_->interrupt();
+  thread_.join();
+  // Whatever is left never ran: fail it and make sure the fabric forgets our buffers.
+  fabric_->cancel(cq_.get());
+  auto gone = std::make_shared<const Error>(
+      aborted_error("communicator destroyed before the operation completed", {.rank = rank_}));
+  if (active_) active_->call->work->finish(gone);
+  for (auto& c : queued_) c->work->finish(gone);
+  for (auto& [id, p] : p2p_) p.call->work->finish(gone);
+  std::lock_guard lock(mu_);
+  for (auto& c : submitted_colls_) c->work->finish(gone);
+  for (auto& p : submitted_p2p_) p->work->finish(gone);
+}
+
+void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
+  {
+    std::lock_guard lock(mu_);
+    if (abort_error_) {
+      call->work->finish(abort_error_);
+      return;
+    }
+    submitted_colls_.push_back(std::move(call));
+  }
+  cq_->interrupt();
+}
+
+void CommEngine::submit(std::unique_ptr<PointToPointCall> call) {
+  {
+    std::lock_guard lock(mu_);
+    if (abort_error_) {
+      call->work->finish(abort_error_);
+      return;
+    }
+    submitted_p2p_.push_back(std::move(call));
+  }
+  cq_->interrupt();
+}
+
+void CommEngine::abort(const std::string& reason) {
+  std::unique_lock lock(mu_);
+  if (abort_error_) return;
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    lock.unlock();
+    do_abort(reason, true);
+    return;
+  }
+  abort_requested_ = true;
+  abort_request_ = reason;
+  cq_->interrupt();
+  // Bounded: the engine thread never sleeps longer than kMaxSleep between checks.
+  abort_done_.wait_for(lock, std::chrono::seconds(30), [&] { return abort_error_ != nullptr; });
+}
+
+std::shared_ptr<const Error> CommEngine::abort_error() const {
+  std::lock_guard lock(mu_);
+  return abort_error_;
+}
+
+void CommEngine::loop() {
+  while (!stop_) {
+    take_submissions();
+    if (!active_ && !queued_.empty()) start_next_collective();
+    if (active_ && active_->executor->done()) {
+      finish_collective();
+      continue;
+    }
+    auto wake = std::min(next_deadline(), Clock::now() + kMaxSleep);
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
+    transport::Completion c;
+    if (cq_->wait(&c, std::max(left, std::chrono::microseconds(0)))) {
+      dispatch(c);
+      while (cq_->poll(&c)) dispatch(c);
+    }
+    check_deadlines();
+  }
+}
+
+void CommEngine::take_submissions() {
+  std::deque<std::unique_ptr<PointToPointCall>> p2p;
+  std::string abort_reason;
+  bool abort_now = false;
+  {
+    std::lock_guard lock(mu_);
+    while (!submitted_colls_.empty()) {
+      queued_.push_back(std::move(submitted_colls_.front()));
+      submitted_colls_.pop_front();
+    }
+    p2p.swap(submitted_p2p_);
+    if (abort_requested_) {
+      abort_now = true;
+      abort_requested_ = false;
+      abort_reason = abort_request_;
+    }
+  }
+  for (auto& call : p2p) post(std::move(call));
+  if (abort_now) do_abort(abort_reason, true);
+}
+
+char* CommEngine::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void CommEngine::start_next_collective() {
+  auto active = std::make_unique<ActiveCollective>();
+  active->call = std::move(queued_.front());
+  queued_.pop_front();
+  CollectiveCall& call = *active->call;
+  if (abort_error_) {
+    call.work->finish(abort_error_);
+    return;
+  }
+  active->deadline = Deadline::after(call.timeout);
+  const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
+                         .seq = static_cast<int64_t>(call.seq)};
+  try {
+    active->schedule = call.algorithm->build(call.args);
+  } catch (const Error& e) {
+    call.work->finish(std::make_shared<const Error>(e.with_context(ctx)));
+    return;
+  }
+  Signature sig{.seq = call.seq, .op = call.args.op, .dtype = call.args.dtype,
+                .redop = call.args.redop, .root = op_has_root(call.args.op) ? call.args.root : -1};
+  switch (call.args.op) {
+    case CollOp::kAllgatherv:
+    case CollOp::kReduceScatterv:
+      for (size_t c : call.args.counts) sig.count += c;
+      break;
+    case CollOp::kAlltoallv: sig.count = 0; break;
+    default: sig.count = call.args.count;
+  }
+  ExecPeers peers{.fabric = fabric_.get(), .cq = cq_.get(), .fabric_rank = &fabric_rank_,
+                  .comm_id = comm_id_, .sent = &sent_, .received = &received_};
+  const size_t elem = dtype_size(call.args.dtype);
+  ExecBuffers buffers{.input = call.input, .output = call.output,
+                      .scratch = scratch(active->schedule.scratch_count * elem)};
+  active->executor = std::make_unique<ScheduleExecutor>(active->schedule, buffers, sig, peers,
+                                                        rank_, coll_context(call.seq));
+  active_ = std::move(active);
+  active_->executor->start();
+}
+
+void CommEngine::finish_collective() {
+  std::unique_ptr<ActiveCollective> done = std::move(active_);
+  CollectiveCall& call = *done->call;
+  const auto& error = done->executor->error();
+  if (!error) {
+    if (call.avg_data && call.avg_count > 0)
+      scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);
+    call.work->finish(nullptr);
+    return;
+  }
+  const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
+                         .seq = static_cast<int64_t>(call.seq)};
+  auto full = std::make_shared<const Error>(error->with_context(ctx));
+  log(LogLevel::kError, full->what());
+  call.work->finish(full);
+  do_abort(full->what(), true);
+}
+
+void CommEngine::post(std::unique_ptr<PointToPointCall> call) {
+  if (abort_error_) {
+    call->work->finish(abort_error_);
+    return;
+  }
+  const uint64_t id = next_p2p_id_++;
+  const uint64_t context = (kP2pContext << kKindShift) | id;
+  const uint64_t tag = make_tag(comm_id_, TagKind::kPointToPoint, call->tag);
+  const int peer = call->peer == transport::kAnySource ? transport::kAnySource
+                                                        : fabric_rank_[call->peer];
+  PointToPointCall* raw = call.get();
+  p2p_[id] = ActivePointToPoint{std::move(call), Deadline::after(raw->timeout)};
+  try {
+    if (raw->is_send)
+      fabric_->send(peer, raw->buffer, raw->bytes, tag, 0, cq_.get(), context);
+    else
+      fabric_->recv(peer, raw->buffer, raw->bytes, tag, cq_.get(), context);
+  } catch (const Error& e) {
+    auto it = p2p_.find(id);
+    it->second.call->work->finish(std::make_shared<const Error>(
+        e.with_context({.rank = rank_, .peer = raw->peer, .op = raw->is_send ? "send" : "recv"})));
+    p2p_.erase(it);
+  }
+}
+
+void CommEngine::dispatch(const transport::Completion& c) {
+  const uint64_t kind = c.context >> kKindShift;
+  if (kind == kCollContext) {
+    if (!active_) return;  // a stale completion of an earlier, failed collective
+    if (((c.context >> 32) & kGenerationMask) != (active_->call->seq & kGenerationMask)) return;
+    active_->executor->on_completion(c);
+    return;
+  }
+  if (kind == kP2pContext) {
+    auto it = p2p_.find(c.context & ((uint64_t{1} << kKindShift) - 1));
+    if (it == p2p_.end()) return;
+    PointToPointCall& call = *it->second.call;
+    if (c.ok()) {
+      call.work->finish(nullptr, comm_rank_of(c.peer), c.bytes);
+    } else {
+      auto error = std::make_shared<const Error>(c.error->with_context(
+          {.rank = rank_, .peer = call.peer, .op = call.is_send ? "send" : "recv",
+           .bytes = static_cast<int64_t>(call.bytes)}));
+      call.work->finish(error);
+    }
+    p2p_.erase(it);
+    return;
+  }
+  if (kind == kControlContext && c.op == transport::OpType::kRecv) {
+    if (!c.ok()) return;  // cancelled by our own abort
+    std::string text(control_buf_.data(), std::min(c.bytes, control_buf_.size()));
+    do_abort("rank " + std::to_string(comm_rank_of(c.peer)) + " aborted: " + text, false);
+  }
+}
+
+void CommEngine::check_deadlines() {
+  const auto now = Clock::now();
+  if (active_ && !active_->executor->done() && active_->deadline.at() <= now) {
+    CollectiveCall& call = *active_->call;
+    ErrorContext ctx{.rank = rank_, .peer = active_->executor->first_waited_peer(),
+                     .op = std::string(to_string(call.args.op)),
+                     .seq = static_cast<int64_t>(call.seq)};
+    auto error = std::make_shared<const Error>(timeout_error(
+        "Timed out after " + std::to_string(call.timeout.count()) + " ms waiting for " +
+            active_->executor->waiting_for(),
+        ctx));
+    log(LogLevel::kError, error->what());
+    call.work->finish(error);
+    active_.reset();
+    do_abort(error->what(), true);
+    return;
+  }
+  for (auto& [id, p] : p2p_) {
+    if (p.deadline.at() > now) continue;
+    PointToPointCall& call = *p.call;
+    auto error = std::make_shared<const Error>(timeout_error(
+        "Timed out after " + std::to_string(call.timeout.count()) + " ms (tag " +
+            std::to_string(call.tag) + ")",
+        {.rank = rank_, .peer = call.peer, .op = call.is_send ? "send" : "recv",
+         .bytes = static_cast<int64_t>(call.bytes)}));
+    log(LogLevel::kError, error->what());
+    call.work->finish(error);
+    do_abort(error->what(), true);  // cancels the other pending operations too
+    return;
+  }
+}
+
+Clock::time_point CommEngine::next_deadline() const {
+  auto t = Clock::time_point::max();
+  if (active_) t = std::min(t, active_->deadline.at());
+  for (const auto& [id, p] : p2p_) t = std::min(t, p.deadline.at());
+  return t;
+}
+
+void CommEngine::do_abort(const std::string& reason, bool notify_peers) {
+  {
+    std::lock_guard lock(mu_);
+    if (abort_error_) return;
+    abort_error_ = std::make_shared<const Error>(
+        aborted_error("communicator aborted: " + reason, {.rank = rank_}));
+  }
+  abort_done_.notify_all();
+  // From here on no byte lands in a user buffer: receives are cancelled, data discarded.
+  fabric_->cancel(cq_.get());
+  auto error = abort_error();
+  if (active_) {
+    active_->call->work->finish(error);
+    active_.reset();
+  }
+  for (auto& c : queued_) c->work->finish(error);
+  queued_.clear();
+  for (auto& [id, p] : p2p_) p.call->work->finish(error);
+  p2p_.clear();
+  {
+    std::lock_guard lock(mu_);
+    for (auto& c : submitted_colls_) c->work->finish(error);
+    submitted_colls_.clear();
+    for (auto& p : submitted_p2p_) p->work->finish(error);
+    submitted_p2p_.clear();
+  }
+  if (!notify_peers) return;
+  abort_notice_ = reason.substr(0, kControlBytes);
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank_ || fabric_->peer_failed(fabric_rank_[peer])) continue;
+    try {
+      fabric_->send(fabric_rank_[peer], abort_notice_.data(), abort_notice_.size(),
+                    make_tag(comm_id_, TagKind::kControl, 0), 0, cq_.get(),
+                    (kControlContext << kKindShift) | 1);
+    } catch (const Error&) {
+      // The peer is unreachable; it learns of the failure from its own transport.
+    }
+  }
+}
+
+void CommEngine::post_control_recv() {
+  fabric_->recv(transport::kAnySource, control_buf_.data(), control_buf_.size(),
+                make_tag(comm_id_, TagKind::kControl, 0), cq_.get(), kControlContext << kKindShift);
+}
+
+int CommEngine::comm_rank_of(int fabric_rank) const {
+  auto it = comm_rank_.find(fabric_rank);
+  return it == comm_rank_.end() ? -1 : it->second;
+}
+
+}  // namespace plait::coll

@@ -1,0 +1,128 @@
+// The engine behind one Communicator: a thread that runs collectives one at a time, in issue
+// order, posts point-to-point operations as soon as they arrive, enforces every deadline, and
+// turns any failure into an abort that reaches every peer through a control channel.
+//
+// Ownership: the engine owns its completion queue and shares the fabric with the other
+// communicators split from the same parent. Buffers in calls belong to the user until the
+// call's Work completes; after an abort, fabric.cancel() guarantees no byte is written to
+// them any more.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "coll/schedule_executor.h"
+#include "coll/work_impl.h"
+#include "core/clock.h"
+#include "transport/fabric.h"
+
+namespace plait::coll {
+
+struct CollectiveCall {
+  CollArgs args;
+  const AlgorithmInfo* algorithm = nullptr;
+  uint64_t seq = 0;
+  void* input = nullptr;
+  void* output = nullptr;
+  std::unique_ptr<char[]> temp;  // stands in for buffers the caller did not supply
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<WorkImpl> work;
+  // kAvg: divide these elements by `avg_divisor` once the sum is complete.
+  void* avg_data = nullptr;
+  size_t avg_count = 0;
+};
+
+struct PointToPointCall {
+  bool is_send = true;
+  void* buffer = nullptr;
+  size_t bytes = 0;
+  int peer = -1;  // communicator rank, or kAnySource for a recv
+  uint32_t tag = 0;
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<WorkImpl> work;
+};
+
+class CommEngine {
+ public:
+  CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
+             std::vector<int> fabric_rank);
+  ~CommEngine();
+  CommEngine(const CommEngine&) = delete;
+  CommEngine& operator=(const CommEngine&) = delete;
+
+  void submit(std::unique_ptr<CollectiveCall> call);
+  void submit(std::unique_ptr<PointToPointCall> call);
+  // Aborts (once) and tells the peers. Returns after the engine thread has cancelled every
+  // pending operation, so the caller may free its buffers.
+  void abort(const std::string& reason);
+  // Null while healthy; the abort's error afterwards.
+  std::shared_ptr<const Error> abort_error() const;
+
+  const std::shared_ptr<transport::Fabric>& fabric() const { return fabric_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(fabric_rank_.size()); }
+  uint32_t comm_id() const { return comm_id_; }
+  int fabric_rank(int comm_rank) const { return fabric_rank_[comm_rank]; }
+
+ private:
+  struct ActiveCollective {
+    std::unique_ptr<CollectiveCall> call;
+    Schedule schedule;
+    std::unique_ptr<ScheduleExecutor> executor;
+    Deadline deadline{Clock::now()};
+  };
+  struct ActivePointToPoint {
+    std::unique_ptr<PointToPointCall> call;
+    Deadline deadline{Clock::now()};
+  };
+
+  void loop();
+  void take_submissions();
+  void start_next_collective();
+  void finish_collective();
+  void post(std::unique_ptr<PointToPointCall> call);
+  void dispatch(const transport::Completion& c);
+  void check_deadlines();
+  void do_abort(const std::string& reason, bool notify_peers);
+  void post_control_recv();
+  Clock::time_point next_deadline() const;
+  int comm_rank_of(int fabric_rank) const;
+  char* scratch(size_t bytes);
+
+  std::shared_ptr<transport::Fabric> fabric_;
+  std::unique_ptr<transport::CompletionQueue> cq_;
+  const uint32_t comm_id_;
+  const int rank_;
+  const std::vector<int> fabric_rank_;
+  std::unordered_map<int, int> comm_rank_;
+
+  // Shared with user threads.
+  mutable std::mutex mu_;
+  std::deque<std::unique_ptr<CollectiveCall>> submitted_colls_;
+  std::deque<std::unique_ptr<PointToPointCall>> submitted_p2p_;
+  std::string abort_request_;
+  bool abort_requested_ = false;
+  uint64_t aborts_handled_ = 0;
+  std::condition_variable abort_done_;
+  std::shared_ptr<const Error> abort_error_;
+  std::atomic<bool> stop_{false};
+
+  // Engine thread only.
+  std::deque<std::unique_ptr<CollectiveCall>> queued_;
+  std::unique_ptr<ActiveCollective> active_;
+  std::unordered_map<uint64_t, ActivePointToPoint> p2p_;
+  uint64_t next_p2p_id_ = 1;
+  std::vector<uint64_t> sent_, received_;  // collective messages per peer (tags.h)
+  std::vector<char> scratch_;
+  std::vector<char> control_buf_;
+  std::string abort_notice_;  // the text sent to peers; lives until the sends are done
+  std::thread thread_;
+};
+
+}  // namespace plait::coll

@@ -1,0 +1,215 @@
+// Communicator creation, the shared call path (selection, logging, enqueue), point-to-point,
+// split and abort. The per-collective argument handling lives in collectives.cc.
+#include <algorithm>
+#include <cstring>
+
+#include "coll/communicator_impl.h"
+#include "core/log.h"
+
+namespace plait {
+
+std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
+                                                   const CommunicatorOptions& options) {
+  if (bootstrap.size < 1 || bootstrap.rank < 0 || bootstrap.rank >= bootstrap.size)
+    throw invalid_usage("bad bootstrap: rank " + std::to_string(bootstrap.rank) + " of size " +
+                        std::to_string(bootstrap.size));
+  if (!bootstrap.store) throw invalid_usage("bootstrap has no store");
+  set_log_rank(bootstrap.rank);
+  Config config = Config::from_env();
+  if (config.transport != "auto" && config.transport != "tcp")
+    throw invalid_usage("PLAIT_TRANSPORT=" + config.transport + " is not available; use tcp");
+  auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
+
+  // Several communicators may be created over one store: number the instances so that each
+  // gets its own keys. Creation is collective and blocks until every rank has joined, so
+  // every rank's n-th instance gets the same number.
+  const int64_t ticket = bootstrap.store->add(options.name + "/instances", 1);
+  const std::string name = options.name + "/" + std::to_string((ticket - 1) / bootstrap.size);
+  auto store = std::make_shared<PrefixStore>(name, bootstrap.store);
+
+  transport::FabricOptions fabric_options{.rank = bootstrap.rank,
+                                          .size = bootstrap.size,
+                                          .store = store,
+                                          .name = "fabric",
+                                          .job_token = bootstrap.job_token,
+                                          .config = config};
+  std::shared_ptr<transport::Fabric> fabric = transport::create_tcp_fabric(fabric_options);
+  std::vector<int> ranks(bootstrap.size);
+  for (int r = 0; r < bootstrap.size; ++r) ranks[r] = r;
+  return std::make_shared<coll::CommunicatorImpl>(std::move(fabric), /*comm_id=*/1,
+                                                  bootstrap.rank, std::move(ranks), store,
+                                                  config, timeout);
+}
+
+namespace coll {
+
+CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id,
+                                   int rank, std::vector<int> fabric_rank,
+                                   std::shared_ptr<Store> store, Config config,
+                                   std::chrono::milliseconds timeout)
+    : store_(std::move(store)), config_(std::move(config)), timeout_(timeout) {
+  const transport::CostModel& model = fabric->cost_model();
+  cost_ = CostParams{.alpha_us = model.alpha_us,
+                     .beta_bytes_per_us = model.beta_bytes_per_us,
+                     .copy_bytes_per_us = model.copy_bytes_per_us};
+  engine_ = std::make_unique<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank));
+}
+
+std::chrono::milliseconds CommunicatorImpl::timeout_for(const CallOptions& opts) const {
+  return opts.timeout.count() > 0 ? opts.timeout : timeout_;
+}
+
+void CommunicatorImpl::check_root(int root, const char* op) const {
+  if (root < 0 || root >= size())
+    throw invalid_usage("root " + std::to_string(root) + " out of range for " +
+                            std::to_string(size()) + " ranks",
+                        {.rank = rank(), .op = op});
+}
+
+void CommunicatorImpl::check_buffer(const void* p, size_t elems, const char* what,
+                                    const char* op) const {
+  if (p == nullptr && elems > 0)
+    throw invalid_usage(std::string(what) + " buffer is null but holds " +
+                            std::to_string(elems) + " elements",
+                        {.rank = rank(), .op = op});
+}
+
+CollArgs CommunicatorImpl::base_args(CollOp op, DataType dtype, ReduceOp redop, int root,
+                                     size_t count) const {
+  CollArgs args;
+  args.op = op;
+  args.rank = rank();
+  args.size = size();
+  args.dtype = dtype;
+  args.redop = redop == ReduceOp::kAvg ? ReduceOp::kSum : redop;
+  args.root = root;
+  args.count = count;
+  args.ps_roots = config_.ps_roots;
+  return args;
+}
+
+WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
+  const size_t elem = dtype_size(c.args.dtype);
+  const std::string op_name(to_string(c.args.op));
+  const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;
+  c.args.chunk_count = std::max<size_t>(1, chunk_bytes / elem);
+  Selection selection = select_algorithm(c.args, opts.algorithm, config_, cost_);
+
+  auto call = std::make_unique<CollectiveCall>();
+  call->algorithm = selection.info;
+  call->timeout = timeout_for(opts);
+  // Stand-ins for buffers this rank need not supply (non-roots' reduce output, ...).
+  size_t temp_bytes = 0;
+  if (c.input == nullptr) temp_bytes += c.input_elems * elem;
+  if (c.output == nullptr) temp_bytes += c.output_elems * elem;
+  if (temp_bytes > 0) call->temp = std::make_unique<char[]>(temp_bytes);
+  char* temp = call->temp.get();
+  static char kEmpty[8];  // a valid address for zero-length slices; never written
+  auto stand_in = [&](size_t elems) -> char* {
+    if (elems == 0) return kEmpty;
+    char* p = temp;
+    temp += elems * elem;
+    return p;
+  };
+  call->input = c.input ? const_cast<void*>(c.input) : stand_in(c.input_elems);
+  call->output = c.output ? c.output : stand_in(c.output_elems);
+  call->avg_data = c.avg_data;
+  call->avg_count = c.avg_count;
+  call->args = std::move(c.args);
+
+  std::lock_guard lock(mu_);
+  call->seq = seq_++;
+  size_t total = call->args.count * elem;
+  call->work = std::make_shared<WorkImpl>(
+      op_name + " #" + std::to_string(call->seq) + " (" + std::to_string(total) + " bytes)",
+      timeout_, ErrorContext{.rank = rank(), .op = op_name, .seq = static_cast<int64_t>(call->seq)},
+      std::string(to_string(selection.info->algorithm)));
+  auto key = std::make_tuple(static_cast<int>(call->args.op), static_cast<int>(call->args.dtype),
+                             call->args.count, static_cast<int>(selection.info->algorithm));
+  if (log_enabled(LogLevel::kInfo) && logged_.size() < 4096 && logged_.insert(key).second) {
+    log(LogLevel::kInfo, op_name, " #", call->seq, " (count ", call->args.count, ", ",
+        to_string(call->args.dtype), ", ", size(), " ranks): ", to_string(selection.info->algorithm),
+        ", ", selection.reason);
+  }
+  log(LogLevel::kDebug, op_name, " #", call->seq, ": ", to_string(selection.info->algorithm));
+  WorkPtr work = call->work;
+  engine_->submit(std::move(call));
+  return work;
+}
+
+WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, int peer,
+                               uint32_t tag, const CallOptions& opts) {
+  if (peer < 0 || peer >= size())
+    throw invalid_usage("peer " + std::to_string(peer) + " out of range", {.rank = rank(), .op = "send"});
+  if (tag >= (1u << 31)) throw invalid_usage("tag must be below 2^31", {.rank = rank(), .op = "send"});
+  check_buffer(buf, count, "send", "send");
+  auto call = std::make_unique<PointToPointCall>();
+  call->is_send = true;
+  call->buffer = const_cast<void*>(buf);
+  call->bytes = count * dtype_size(dtype);
+  call->peer = peer;
+  call->tag = tag;
+  call->timeout = timeout_for(opts);
+  call->work = std::make_shared<WorkImpl>(
+      "send to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")", timeout_,
+      ErrorContext{.rank = rank(), .peer = peer, .op = "send"});
+  WorkPtr work = call->work;
+  engine_->submit(std::move(call));
+  return work;
+}
+
+WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
+                               const CallOptions& opts) {
+  if (peer != kAnySource && (peer < 0 || peer >= size()))
+    throw invalid_usage("peer " + std::to_string(peer) + " out of range", {.rank = rank(), .op = "recv"});
+  if (tag >= (1u << 31)) throw invalid_usage("tag must be below 2^31", {.rank = rank(), .op = "recv"});
+  check_buffer(buf, count, "recv", "recv");
+  auto call = std::make_unique<PointToPointCall>();
+  call->is_send = false;
+  call->buffer = buf;
+  call->bytes = count * dtype_size(dtype);
+  call->peer = peer;
+  call->tag = tag;
+  call->timeout = timeout_for(opts);
+  std::string from = peer == kAnySource ? "any rank" : "rank " + std::to_string(peer);
+  call->work = std::make_shared<WorkImpl>(
+      "recv from " + from + " (tag " + std::to_string(tag) + ")", timeout_,
+      ErrorContext{.rank = rank(), .peer = peer, .op = "recv"});
+  WorkPtr work = call->work;
+  engine_->submit(std::move(call));
+  return work;
+}
+
+std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
+  const int n = size();
+  // Round 1: everyone's (color, key).
+  std::vector<int64_t> mine = {color, key}, all(2 * n);
+  allgather(mine.data(), all.data(), 2, DataType::kI64, {})->wait();
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r)
+    if (all[2 * r] == color && color != kUndefinedColor) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  // Round 2: each group's first member draws a fresh communicator id from the store (ids
+  // must be unique per fabric, and the new group shares this one).
+  int64_t id = 0;
+  if (!members.empty() && members.front() == rank()) id = store_->add("comm_ids", 1) + 1;
+  std::vector<int64_t> ids(n);
+  allgather(&id, ids.data(), 1, DataType::kI64, {})->wait();
+  ++splits_;
+  if (color == kUndefinedColor) return nullptr;
+  const int new_rank = static_cast<int>(
+      std::find(members.begin(), members.end(), rank()) - members.begin());
+  std::vector<int> fabric_ranks;
+  for (int m : members) fabric_ranks.push_back(engine_->fabric_rank(m));
+  return std::make_shared<CommunicatorImpl>(engine_->fabric(), static_cast<uint32_t>(ids[members.front()]),
+                                            new_rank, std::move(fabric_ranks), store_, config_,
+                                            timeout_);
+}
+
+void CommunicatorImpl::abort(const std::string& reason) {
+  engine_->abort("rank " + std::to_string(rank()) + " called abort: " + reason);
+}
+
+}  // namespace coll
+}  // namespace plait

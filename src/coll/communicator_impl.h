@@ -1,0 +1,87 @@
+// The Communicator behind the public interface: validates each call, turns it into CollArgs
+// and buffers, picks the algorithm, and hands it to the CommEngine in issue order.
+#pragma once
+
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "coll/comm_engine.h"
+#include "coll/select.h"
+#include "core/config.h"
+#include "plait/communicator.h"
+
+namespace plait::coll {
+
+class CommunicatorImpl : public Communicator {
+ public:
+  CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
+                   std::vector<int> fabric_rank, std::shared_ptr<Store> store, Config config,
+                   std::chrono::milliseconds timeout);
+
+  int rank() const override { return engine_->rank(); }
+  int size() const override { return engine_->size(); }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  WorkPtr allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                    const CallOptions& opts) override;
+  WorkPtr reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                 int root, const CallOptions& opts) override;
+  WorkPtr broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                    const CallOptions& opts) override;
+  WorkPtr allgather(const void* send, void* recv, size_t count, DataType dtype,
+                    const CallOptions& opts) override;
+  WorkPtr allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_counts,
+                     DataType dtype, const CallOptions& opts) override;
+  WorkPtr reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype,
+                         ReduceOp op, const CallOptions& opts) override;
+  WorkPtr reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& recv_counts,
+                          DataType dtype, ReduceOp op, const CallOptions& opts) override;
+  WorkPtr alltoall(const void* send, void* recv, size_t count, DataType dtype,
+                   const CallOptions& opts) override;
+  WorkPtr alltoallv(const void* send, const std::vector<size_t>& send_counts,
+                    const std::vector<size_t>& send_displs, void* recv,
+                    const std::vector<size_t>& recv_counts,
+                    const std::vector<size_t>& recv_displs, DataType dtype,
+                    const CallOptions& opts) override;
+  WorkPtr gather(const void* send, void* recv, size_t count, DataType dtype, int root,
+                 const CallOptions& opts) override;
+  WorkPtr scatter(const void* send, void* recv, size_t count, DataType dtype, int root,
+                  const CallOptions& opts) override;
+  WorkPtr barrier(const CallOptions& opts) override;
+  WorkPtr send(const void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
+               const CallOptions& opts) override;
+  WorkPtr recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
+               const CallOptions& opts) override;
+  std::shared_ptr<Communicator> split(int color, int key) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  // Everything about one call that the per-op methods fill in.
+  struct Call {
+    CollArgs args;
+    const void* input = nullptr;
+    void* output = nullptr;
+    size_t input_elems = 0;   // for a stand-in when the caller passed no input buffer
+    size_t output_elems = 0;  // likewise for output
+    void* avg_data = nullptr;  // set by ops whose kAvg result must be divided
+    size_t avg_count = 0;
+  };
+  CollArgs base_args(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count) const;
+  WorkPtr enqueue(Call call, const CallOptions& opts);
+  void check_root(int root, const char* op) const;
+  void check_buffer(const void* p, size_t elems, const char* what, const char* op) const;
+  std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
+
+  std::unique_ptr<CommEngine> engine_;
+  std::shared_ptr<Store> store_;
+  Config config_;
+  std::chrono::milliseconds timeout_;
+  CostParams cost_;
+  std::mutex mu_;  // orders calls: sequence numbers follow issue order
+  uint64_t seq_ = 0;
+  uint64_t splits_ = 0;
+  std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged
+};
+
+}  // namespace plait::coll

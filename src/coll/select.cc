@@ -1,0 +1,78 @@
+#include "coll/select.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "plait/error.h"
+
+namespace plait::coll {
+namespace {
+
+bool applies(const AlgorithmInfo& info, const CollArgs& args) {
+  return info.applies == nullptr || info.applies(args);
+}
+
+std::string available(const CollArgs& args) {
+  std::string out;
+  for (const AlgorithmInfo& info : all_algorithms()) {
+    if (info.op != args.op || !applies(info, args)) continue;
+    if (!out.empty()) out += ", ";
+    out += to_string(info.algorithm);
+  }
+  return out;
+}
+
+Selection forced(const CollArgs& args, const std::string& name, const std::string& source) {
+  Algorithm algo;
+  if (!parse_algorithm(name, &algo)) {
+    throw invalid_usage("unknown algorithm '" + name + "' (" + source + "); " +
+                        std::string(to_string(args.op)) + " has: " + available(args));
+  }
+  const AlgorithmInfo* info = find_algorithm(args.op, algo);
+  if (info == nullptr || !applies(*info, args)) {
+    throw invalid_usage("algorithm '" + name + "' does not apply to " +
+                        std::string(to_string(args.op)) + " (" + source + "); available: " +
+                        available(args));
+  }
+  return {info, "forced by " + source};
+}
+
+}  // namespace
+
+Selection select_algorithm(const CollArgs& args, const std::string& call_choice,
+                           const Config& config, const CostParams& params) {
+  if (!call_choice.empty() && call_choice != "auto")
+    return forced(args, call_choice, "the call's algorithm option '" + call_choice + "'");
+  std::string op_name(to_string(args.op));
+  auto it = config.algo.find(op_name);
+  if (it != config.algo.end() && !it->second.empty() && it->second != "auto") {
+    std::string var = "PLAIT_ALGO_" + op_name;
+    std::transform(var.begin(), var.end(), var.begin(), ::toupper);
+    return forced(args, it->second, var + "=" + it->second);
+  }
+
+  struct Candidate {
+    const AlgorithmInfo* info;
+    double cost;
+  };
+  std::vector<Candidate> candidates;
+  for (const AlgorithmInfo& info : all_algorithms())
+    if (info.op == args.op && applies(info, args))
+      candidates.push_back({&info, info.cost(args, params)});
+  if (candidates.empty())
+    throw invalid_usage("no algorithm applies to " + op_name + " with this shape");
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.cost < b.cost; });
+  std::ostringstream why;
+  why << "cost model (alpha " << params.alpha_us << " us, beta " << params.beta_bytes_per_us
+      << " B/us):";
+  for (size_t i = 0; i < candidates.size() && i < 4; ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f", candidates[i].cost);
+    why << (i ? " < " : " ") << to_string(candidates[i].info->algorithm) << " " << buf << " us";
+  }
+  return {candidates.front().info, why.str()};
+}
+
+}  // namespace plait::coll

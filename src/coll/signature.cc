@@ -1,0 +1,83 @@
+#include "coll/signature.h"
+
+#include <sstream>
+
+namespace plait::coll {
+namespace {
+
+constexpr int kCountBits = 20, kRootBits = 13, kRedopBits = 3, kDtypeBits = 4, kOpBits = 4,
+              kSeqBits = 20;
+constexpr uint64_t mask(int bits) { return (uint64_t{1} << bits) - 1; }
+
+}  // namespace
+
+bool op_has_root(CollOp op) {
+  return op == CollOp::kReduce || op == CollOp::kBroadcast || op == CollOp::kGather ||
+         op == CollOp::kScatter;
+}
+
+bool op_reduces(CollOp op) {
+  return op == CollOp::kAllreduce || op == CollOp::kReduce || op == CollOp::kReduceScatter ||
+         op == CollOp::kReduceScatterv;
+}
+
+uint64_t Signature::pack() const {
+  uint64_t w = seq & mask(kSeqBits);
+  w = (w << kOpBits) | (static_cast<uint64_t>(op) & mask(kOpBits));
+  w = (w << kDtypeBits) | (static_cast<uint64_t>(dtype) & mask(kDtypeBits));
+  w = (w << kRedopBits) | (static_cast<uint64_t>(redop) & mask(kRedopBits));
+  w = (w << kRootBits) | (static_cast<uint64_t>(root + 1) & mask(kRootBits));
+  w = (w << kCountBits) | (count & mask(kCountBits));
+  return w;
+}
+
+Signature Signature::unpack(uint64_t w) {
+  Signature s;
+  s.count = w & mask(kCountBits);
+  w >>= kCountBits;
+  s.root = static_cast<int>(w & mask(kRootBits)) - 1;
+  w >>= kRootBits;
+  s.redop = static_cast<ReduceOp>(w & mask(kRedopBits));
+  w >>= kRedopBits;
+  s.dtype = static_cast<DataType>(w & mask(kDtypeBits));
+  w >>= kDtypeBits;
+  s.op = static_cast<CollOp>(w & mask(kOpBits));
+  w >>= kOpBits;
+  s.seq = w & mask(kSeqBits);
+  return s;
+}
+
+std::string Signature::describe() const {
+  std::ostringstream out;
+  out << to_string(op) << " #" << seq << " (count " << count << ", " << to_string(dtype);
+  if (op_reduces(op)) out << ", " << to_string(redop);
+  if (op_has_root(op)) out << ", root " << root;
+  out << ")";
+  return out.str();
+}
+
+std::string mismatch_message(const Signature& mine, uint64_t theirs_packed, int peer) {
+  // Compare as the wire sees it: truncate ours the same way.
+  Signature here = Signature::unpack(mine.pack());
+  Signature there = Signature::unpack(theirs_packed);
+  std::ostringstream out;
+  out << "collective mismatch: this rank is in " << mine.describe() << " but rank " << peer
+      << " is in " << there.describe() << " (differs in";
+  const char* sep = " ";
+  auto differs = [&](bool d, const char* what) {
+    if (d) {
+      out << sep << what;
+      sep = ", ";
+    }
+  };
+  differs(here.seq != there.seq, "sequence number");
+  differs(here.op != there.op, "operation");
+  differs(here.dtype != there.dtype, "dtype");
+  differs(here.redop != there.redop, "reduction op");
+  differs(here.root != there.root, "root");
+  differs(here.count != there.count, "count");
+  out << "); every rank must issue the same collectives in the same order";
+  return out.str();
+}
+
+}  // namespace plait::coll
