@@ -1,13 +1,40 @@
-// The `plait` command: run, bench, info.
+// The `plait` command: dispatches the word after `plait` to its subcommand, which gets the
+// arguments after that word.
 #include <cstdio>
-#include <cstring>
-#include <string>
+#include <string_view>
+
+#include "commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: plait <command> [args]\n"
+    "  run -n N [--] cmd args...   start N ranks of cmd on this host (embedded store)\n"
+    "  bench [-n N] <op> [opts]    time a collective over a size sweep (nccl-tests style);\n"
+    "                              plait bench --help for the operations and options\n"
+    "  info                        version, providers, algorithms, PLAIT_* settings\n"
+    "  help                        this summary\n"
+    "  --version                   the version\n";
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--version") == 0) {
-    std::printf("plait %s\n", PLAIT_VERSION);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
   }
-  std::fprintf(stderr, "plait: unknown command '%s'\n", argv[1]);
+  const std::string_view command = argv[1];
+  if (command == "--version" || command == "version") {
+    std::printf("plait %s\n", PLAIT_VERSION);
+    return 0;
+  }
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "run") return plait::cli::run_main(argc - 2, argv + 2);
+  if (command == "bench") return plait::cli::bench_main(argc - 2, argv + 2);
+  if (command == "info") return plait::cli::info_main(argc - 2, argv + 2);
+  std::fprintf(stderr, "plait: unknown command '%s'\n%s", argv[1], kUsage);
   return 2;
 }

@@ -1,0 +1,189 @@
+#include "bench_options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
+#include "coll/schedule.h"
+#include "core/config.h"
+#include "plait/error.h"
+
+namespace plait::cli {
+namespace {
+
+int parse_int(const std::string& option, const std::string& text, int min_value) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || value < min_value) {
+    throw invalid_usage(option + " takes an integer >= " + std::to_string(min_value) +
+                        ", not '" + text + "'");
+  }
+  return value;
+}
+
+size_t parse_size(const std::string& option, const std::string& text) {
+  try {
+    return parse_bytes(text);
+  } catch (const Error& e) {
+    throw invalid_usage(option + ": " + e.message());
+  }
+}
+
+double parse_factor(const std::string& text) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || !std::isfinite(value) || value <= 1.0)
+    throw invalid_usage("--factor takes a number > 1, not '" + text + "'");
+  return value;
+}
+
+// Accepts "--opt value" and "--opt=value"; `i` moves past what was consumed.
+std::string take_value(const std::vector<std::string>& args, size_t& i,
+                       const std::string& option, const std::string& inline_value,
+                       bool has_inline) {
+  if (has_inline) return inline_value;
+  if (i + 1 >= args.size()) throw invalid_usage(option + " needs a value");
+  return args[++i];
+}
+
+}  // namespace
+
+BenchOptions parse_bench_args(const std::vector<std::string>& args) {
+  BenchOptions o;
+  bool have_op = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (have_op) throw invalid_usage("one operation only: '" + arg + "' after '" +
+                                       std::string(to_string(o.op)) + "'");
+      std::optional<BenchOp> op = parse_bench_op(arg);
+      if (!op) {
+        throw invalid_usage("unknown operation '" + arg + "'; one of: " +
+                            std::string(bench_op_names()));
+      }
+      o.op = *op;
+      have_op = true;
+      o.forwarded_args.push_back(arg);
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const bool has_inline = arg.starts_with("--") && eq != std::string::npos;
+    const std::string name = has_inline ? arg.substr(0, eq) : arg;
+    const std::string inline_value = has_inline ? arg.substr(eq + 1) : "";
+    const size_t first = i;
+    auto value = [&] { return take_value(args, i, name, inline_value, has_inline); };
+
+    if (name == "-h" || name == "--help") {
+      o.help = true;
+    } else if (name == "-n" || name == "--nranks") {
+      o.nranks = parse_int(name, value(), 1);
+      continue;  // the launched ranks run in the job this starts, so -n is not forwarded
+    } else if (name == "--min") {
+      o.min_bytes = parse_size(name, value());
+    } else if (name == "--max") {
+      o.max_bytes = parse_size(name, value());
+    } else if (name == "--factor") {
+      o.factor = parse_factor(value());
+    } else if (name == "--dtype") {
+      const std::string text = value();
+      std::optional<DataType> dtype = parse_dtype(text);
+      if (!dtype)
+        throw invalid_usage("--dtype: unknown type '" + text +
+                            "'; one of: f32 f64 f16 bf16 i8 u8 i32 i64");
+      o.dtype = *dtype;
+    } else if (name == "--redop") {
+      const std::string text = value();
+      std::optional<ReduceOp> redop = parse_reduce_op(text);
+      if (!redop)
+        throw invalid_usage("--redop: unknown operator '" + text +
+                            "'; one of: sum prod min max avg");
+      o.redop = *redop;
+    } else if (name == "--algo") {
+      o.algo = value();
+      coll::Algorithm algorithm;
+      if (!coll::parse_algorithm(o.algo, &algorithm))
+        throw invalid_usage("--algo: unknown algorithm '" + o.algo +
+                            "'; one of: auto naive ps ring halving_doubling "
+                            "recursive_doubling binomial_tree");
+    } else if (name == "--root") {
+      o.root = parse_int(name, value(), 0);
+    } else if (name == "--iters") {
+      o.iters = parse_int(name, value(), 1);
+    } else if (name == "--warmup") {
+      o.warmup = parse_int(name, value(), 0);
+    } else if (name == "--check") {
+      o.check = true;
+    } else if (name == "--inplace" || name == "--in-place") {
+      o.in_place = true;
+    } else if (name == "--json") {
+      o.json_path = value();
+      if (o.json_path.empty()) throw invalid_usage("--json needs a file name");
+    } else {
+      throw invalid_usage("unknown option '" + arg + "' (plait bench --help lists them)");
+    }
+    o.forwarded_args.insert(o.forwarded_args.end(), args.begin() + first, args.begin() + i + 1);
+  }
+  if (o.help) return o;
+  if (!have_op)
+    throw invalid_usage("which operation? one of: " + std::string(bench_op_names()));
+  if (o.min_bytes < 1) throw invalid_usage("--min must be at least 1 byte");
+  if (o.max_bytes < o.min_bytes)
+    throw invalid_usage("--max (" + std::to_string(o.max_bytes) + ") is below --min (" +
+                        std::to_string(o.min_bytes) + ")");
+  const OpSpec& spec = op_spec(o.op);
+  if (o.in_place && !spec.in_place_ok)
+    throw invalid_usage("--inplace does not apply to " + std::string(spec.name));
+  if ((o.op == BenchOp::kSendrecv) && o.algo != "auto" && !o.algo.empty())
+    throw invalid_usage("--algo does not apply to sendrecv (point to point)");
+  return o;
+}
+
+std::vector<size_t> size_sweep(size_t min_bytes, size_t max_bytes, double factor) {
+  std::vector<size_t> sizes;
+  size_t size = min_bytes;
+  while (size < max_bytes) {
+    sizes.push_back(size);
+    const double next = std::floor(static_cast<double>(size) * factor);
+    if (next >= static_cast<double>(max_bytes)) break;
+    size = std::max(size + 1, static_cast<size_t>(next));
+  }
+  sizes.push_back(max_bytes);
+  return sizes;
+}
+
+int calibrated_iters(double seconds_per_call) {
+  if (!(seconds_per_call > 0)) return kMaxCalibratedIters;
+  const double iters = std::ceil(kCalibratedSeconds / seconds_per_call);
+  if (iters >= kMaxCalibratedIters) return kMaxCalibratedIters;
+  return std::max(kMinCalibratedIters, static_cast<int>(iters));
+}
+
+std::string bench_usage() {
+  return std::string(
+             "usage: plait bench [-n N] <op> [options]\n"
+             "  op: ") +
+         std::string(bench_op_names()) +
+         "\n"
+         "Runs inside a job (plait run, torchrun, mpirun, srun); -n N starts N local ranks.\n"
+         "  -n N            launch N ranks on this host\n"
+         "  --min BYTES     smallest size (default 8; suffixes K M G, KiB ...)\n"
+         "  --max BYTES     largest size (default 64M)\n"
+         "  --factor F      size multiplier between rows (default 2)\n"
+         "  --dtype T       f32 (default) f64 f16 bf16 i8 u8 i32 i64\n"
+         "  --redop OP      sum (default) prod min max avg\n"
+         "  --algo NAME     auto (default) naive ps ring halving_doubling recursive_doubling\n"
+         "                  binomial_tree\n"
+         "  --root R        root of reduce, broadcast, gather, scatter (default 0)\n"
+         "  --iters N       timed calls per size (default: as many as fill ~0.2 s, >= 5)\n"
+         "  --warmup N      untimed calls per size first (default 5)\n"
+         "  --check         verify every element once after timing; exit 1 if any is wrong\n"
+         "  --inplace       send and receive in one buffer\n"
+         "  --json FILE     also write one JSON object per size to FILE\n"
+         "Sizes count nccl-tests' way: the whole buffer for allgather, reduce_scatter,\n"
+         "alltoall, gather and scatter; busbw uses nccl-tests' factors.\n";
+}
+
+}  // namespace plait::cli

@@ -1,0 +1,98 @@
+#include "bench_report.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace plait::cli {
+namespace {
+
+std::string printf_string(const char* format, auto... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  std::string out(static_cast<size_t>(n > 0 ? n : 0), '\0');
+  std::snprintf(out.data(), out.size() + 1, format, args...);
+  return out;
+}
+
+// Names here are ours (ops, dtypes, algorithms), but an algorithm name comes from the
+// command line, so escape anyway rather than write broken JSON.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += printf_string("\\u%04x", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// JSON has no inf or nan; a zero-time row would otherwise print one.
+std::string json_number(double value) {
+  if (!std::isfinite(value)) return "null";
+  return printf_string("%.6g", value);
+}
+
+}  // namespace
+
+void fill_bandwidth(BenchRecord& record, double busbw_factor) {
+  record.algbw_gbps = record.time_us > 0 ? record.bytes / (record.time_us * 1e3) : 0.0;
+  record.busbw_gbps = record.algbw_gbps * busbw_factor;
+}
+
+std::string format_header(const std::string& op, int ranks, const std::string& dtype,
+                          const std::string& redop, const std::string& algo,
+                          const std::string& iters, int warmup, bool check, bool in_place) {
+  return printf_string(
+      "# plait bench: op %s, ranks %d, dtype %s, redop %s, algo %s, iters %s, warmup %d, "
+      "check %s, %s\n",
+      op.c_str(), ranks, dtype.c_str(), redop.c_str(), algo.c_str(), iters.c_str(), warmup,
+      check ? "on" : "off", in_place ? "in place" : "out of place");
+}
+
+std::string format_table_header() {
+  return "#       size      count   type  redop        algo   root   time(us)  algbw(GB/s)"
+         "  busbw(GB/s)  #wrong\n";
+}
+
+std::string format_table_row(const BenchRecord& r) {
+  const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+  return printf_string("%12zu %10zu %6s %6s %11s %6d %10.2f %12.3f %12.3f %7s\n", r.bytes,
+                       r.count, r.dtype.c_str(), r.redop.c_str(), r.algo.c_str(), r.root,
+                       r.time_us, r.algbw_gbps, r.busbw_gbps, wrong.c_str());
+}
+
+std::string format_average(const std::vector<BenchRecord>& records) {
+  double sum = 0;
+  for (const BenchRecord& r : records) sum += r.busbw_gbps;
+  const double avg = records.empty() ? 0.0 : sum / records.size();
+  return printf_string("# Avg bus bandwidth: %.3f GB/s\n", avg);
+}
+
+std::string format_json_line(const BenchRecord& r) {
+  std::string out = "{";
+  out += "\"op\":" + json_string(r.op);
+  out += ",\"algo\":" + json_string(r.algo);
+  out += ",\"dtype\":" + json_string(r.dtype);
+  out += ",\"redop\":" + json_string(r.redop);
+  out += ",\"root\":" + std::to_string(r.root);
+  out += ",\"bytes\":" + std::to_string(r.bytes);
+  out += ",\"count\":" + std::to_string(r.count);
+  out += ",\"ranks\":" + std::to_string(r.ranks);
+  out += ",\"iters\":" + std::to_string(r.iters);
+  out += ",\"inplace\":" + std::string(r.in_place ? "true" : "false");
+  out += ",\"time_us\":" + json_number(r.time_us);
+  out += ",\"algbw_GBps\":" + json_number(r.algbw_gbps);
+  out += ",\"busbw_GBps\":" + json_number(r.busbw_gbps);
+  out += ",\"wrong\":" + (r.wrong ? std::to_string(*r.wrong) : std::string("null"));
+  return out + "}";
+}
+
+}  // namespace plait::cli

@@ -1,0 +1,45 @@
+// What `plait bench` prints: a header, an nccl-tests style table (one row per size), the
+// average bus bandwidth, and with --json one JSON object per line per size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plait::cli {
+
+// One measured size, as every rank agreed on it (time is the slowest rank's).
+struct BenchRecord {
+  std::string op;
+  std::string algo;   // the algorithm that ran (the cost model's choice under "auto")
+  std::string dtype;  // "f32"
+  std::string redop;  // "sum", or "none" for ops that do not reduce
+  int root = -1;      // -1 for ops without a root
+  size_t bytes = 0;   // nccl-tests' size
+  size_t count = 0;   // elements per rank
+  int ranks = 1;
+  int iters = 0;
+  bool in_place = false;
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  std::optional<int64_t> wrong;  // set only with --check
+};
+
+// algbw = bytes / time in GB/s (1e9 bytes/s), busbw = algbw * factor.
+void fill_bandwidth(BenchRecord& record, double busbw_factor);
+
+// "# plait bench: allreduce, 2 ranks, f32, sum, algo auto, iters ..." and the column names.
+std::string format_header(const std::string& op, int ranks, const std::string& dtype,
+                          const std::string& redop, const std::string& algo,
+                          const std::string& iters, int warmup, bool check, bool in_place);
+std::string format_table_header();
+std::string format_table_row(const BenchRecord& record);
+// "# Avg bus bandwidth: X GB/s" over the rows (0 for none).
+std::string format_average(const std::vector<BenchRecord>& records);
+// One line of JSON, no trailing newline. "wrong" is null without --check.
+std::string format_json_line(const BenchRecord& record);
+
+}  // namespace plait::cli

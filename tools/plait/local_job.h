@@ -1,0 +1,46 @@
+// A job of N ranks on this host: the engine behind `plait run` and launch_local_job().
+//
+// The launcher process hosts the job's store, starts the ranks, relays their output with a
+// rank prefix, forwards SIGINT/SIGTERM/SIGHUP, and when one rank fails stops the others (SIGTERM,
+// then SIGKILL after a grace period). It returns only when every rank and everything the
+// ranks started in their process groups is gone.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace plait::cli {
+
+// Exit statuses of a job besides the ranks' own (shell conventions).
+inline constexpr int kExitTimedOut = 124;       // --timeout ran out (as timeout(1))
+inline constexpr int kExitCannotExecute = 126;  // found but not executable
+inline constexpr int kExitCommandNotFound = 127;
+
+inline constexpr std::chrono::milliseconds kDefaultGrace{3000};
+
+struct LocalJobOptions {
+  int nranks = 1;
+  std::vector<std::string> command;  // argv of every rank; argv[0] is looked up in PATH
+  // Time the ranks get between SIGTERM (or a forwarded SIGINT) and SIGKILL.
+  std::chrono::milliseconds grace = kDefaultGrace;
+  // Wall-clock limit of the whole job; zero means none.
+  std::chrono::milliseconds timeout{0};
+};
+
+// Runs the job to its end and returns its exit status: 0 when every rank exited 0, else the
+// first failing rank's status (128 + signal when it was killed), 128 + signal when the
+// launcher was interrupted, or one of the kExit* values above. Failures are reported on
+// stderr, one line each, starting with "plait run: ".
+// Throws plait::Error when the job cannot be set up (store, pipes, fork); ranks already
+// started are killed and reaped before the exception leaves.
+// One job at a time per process: it owns the process's SIGINT/SIGTERM/SIGHUP/SIGCHLD handling.
+int run_local_job(const LocalJobOptions& options);
+
+// "2.5" -> 2500 ms. Throws plait::Error(kInvalidUsage) naming `what` unless `text` is a
+// non-negative number of seconds.
+std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what);
+// PLAIT_RUN_GRACE_S when set, else kDefaultGrace.
+std::chrono::milliseconds grace_from_env();
+
+}  // namespace plait::cli

@@ -1,0 +1,57 @@
+#include "local_job_env.h"
+
+#include <unistd.h>
+
+#include <map>
+
+#include "core/socket.h"
+
+extern char** environ;
+
+namespace plait::cli {
+
+std::vector<std::string> rank_environment(const std::vector<std::string>& inherited,
+                                          const JobIdentity& job, int rank) {
+  // Every rank of a local job is on one host (one group), so local and global ranks agree.
+  const std::string r = std::to_string(rank);
+  const std::string n = std::to_string(job.world_size);
+  const std::map<std::string, std::string> set = {
+      {"RANK", r},
+      {"WORLD_SIZE", n},
+      {"LOCAL_RANK", r},
+      {"LOCAL_WORLD_SIZE", n},
+      {"GROUP_RANK", "0"},
+      {"GROUP_WORLD_SIZE", "1"},
+      {"ROLE_RANK", r},
+      {"ROLE_WORLD_SIZE", n},
+      {"MASTER_ADDR", job.store_host},
+      {"MASTER_PORT", std::to_string(job.master_port)},
+      {"PLAIT_RANK", r},
+      {"PLAIT_WORLD_SIZE", n},
+      {"PLAIT_LOCAL_RANK", r},
+      {"PLAIT_LOCAL_SIZE", n},
+      {"PLAIT_STORE_ADDR", job.store_host + ":" + std::to_string(job.store_port)},
+      {"PLAIT_JOB_TOKEN", job.job_token},
+  };
+
+  std::vector<std::string> env;
+  env.reserve(inherited.size() + set.size());
+  for (const std::string& entry : inherited) {
+    if (!set.contains(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  for (const auto& [key, value] : set) env.push_back(key + "=" + value);
+  return env;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+int pick_free_port(const std::string& host) {
+  net::Fd probe = net::listen_tcp(host, 0, 1);
+  return net::local_port(probe.get());
+}
+
+}  // namespace plait::cli
