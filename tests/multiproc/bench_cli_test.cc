@@ -1,0 +1,200 @@
+// `plait bench` end to end: `$PLAIT_BIN bench -n N ...` launches real ranks, checks every
+// element (--check) and writes JSON records that this test reads back. Also the CLI's
+// usage errors, help, --version and `plait info`.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/job.h"
+
+namespace plait::testing {
+namespace {
+
+constexpr int kTimeoutS = 120;
+
+// A file name under the test's temporary directory, removed when the test ends.
+class TempFile {
+ public:
+  TempFile() {
+    std::string pattern = ::testing::TempDir() + "plait_bench_XXXXXX";
+    int fd = ::mkstemp(pattern.data());
+    if (fd >= 0) ::close(fd);
+    path_ = pattern;
+  }
+  ~TempFile() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+// The raw text of a top-level field of a flat JSON object ("0", "\"ring\"", "null").
+std::string json_field(const std::string& line, const std::string& key) {
+  const std::string needle = "\"" + key + "\":";
+  const size_t at = line.find(needle);
+  if (at == std::string::npos) return "<missing>";
+  const size_t start = at + needle.size();
+  const size_t end = line.find_first_of(",}", start);
+  return line.substr(start, end - start);
+}
+
+JobResult bench(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {plait_bin(), "bench"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv, {}, kTimeoutS);
+}
+
+// Runs a checked sweep and expects `records` JSON lines, each with no wrong element.
+void expect_checked_run(const std::vector<std::string>& args, size_t records,
+                        const std::string& op) {
+  TempFile json;
+  std::vector<std::string> full = args;
+  full.insert(full.end(), {"--check", "--json", json.path()});
+  JobResult r = bench(full);
+  const std::string what = ::testing::PrintToString(full) + "\n" + r.output;
+  ASSERT_EQ(r.status, 0) << what;
+  EXPECT_NE(r.output.find("# Avg bus bandwidth:"), std::string::npos) << what;
+  const std::vector<std::string> lines = read_lines(json.path());
+  ASSERT_EQ(lines.size(), records) << what;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(json_field(line, "wrong"), "0") << line;
+    EXPECT_EQ(json_field(line, "op"), "\"" + op + "\"") << line;
+    EXPECT_EQ(json_field(line, "ranks"), "2") << line;
+  }
+}
+
+TEST(BenchCli, AllreduceCheckedSweep) {
+  // 8 B .. 64 KiB doubling: 14 sizes.
+  expect_checked_run({"-n", "2", "allreduce", "--min", "8", "--max", "64K"}, 14, "allreduce");
+}
+
+TEST(BenchCli, EveryOpChecked) {
+  // 8 B .. 1 KiB of f32 over 2 ranks: 8 sizes, each at least one element per rank.
+  for (const char* op : {"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
+                         "alltoall", "gather", "scatter", "sendrecv"}) {
+    SCOPED_TRACE(op);
+    expect_checked_run({"-n", "2", op, "--max", "1K", "--iters", "3", "--warmup", "1"}, 8, op);
+  }
+  expect_checked_run({"-n", "2", "barrier", "--iters", "3"}, 1, "barrier");
+}
+
+TEST(BenchCli, RootAndThreeRanks) {
+  TempFile json;
+  JobResult r = bench({"-n", "3", "gather", "--root", "2", "--max", "768", "--iters", "2",
+                       "--check", "--json", json.path()});
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const std::string& line : read_lines(json.path())) {
+    EXPECT_EQ(json_field(line, "wrong"), "0") << line;
+    EXPECT_EQ(json_field(line, "root"), "2") << line;
+  }
+}
+
+TEST(BenchCli, AllreduceRing) {
+  TempFile json;
+  JobResult r = bench({"-n", "2", "allreduce", "--algo", "ring", "--max", "64K", "--iters", "3",
+                       "--check", "--json", json.path()});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<std::string> lines = read_lines(json.path());
+  ASSERT_FALSE(lines.empty()) << r.output;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(json_field(line, "algo"), "\"ring\"") << line;
+    EXPECT_EQ(json_field(line, "wrong"), "0") << line;
+  }
+}
+
+TEST(BenchCli, ExactInEveryDtypeAndOperator) {
+  for (const char* dtype : {"f16", "bf16", "i8", "u8", "f64", "i64"}) {
+    for (const char* redop : {"sum", "prod", "min", "max", "avg"}) {
+      SCOPED_TRACE(std::string(dtype) + " " + redop);
+      expect_checked_run({"-n", "2", "allreduce", "--dtype", dtype, "--redop", redop, "--max",
+                          "64", "--iters", "2", "--warmup", "0"},
+                         4, "allreduce");
+    }
+  }
+}
+
+TEST(BenchCli, InPlace) {
+  for (const char* op : {"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter"}) {
+    SCOPED_TRACE(op);
+    expect_checked_run({"-n", "2", op, "--inplace", "--max", "1K", "--iters", "2"}, 8, op);
+  }
+}
+
+TEST(BenchCli, TablePrintedOnceByRankZero) {
+  JobResult r = bench({"-n", "2", "broadcast", "--min", "1K", "--max", "1K", "--iters", "2"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  size_t headers = 0;
+  for (size_t at = r.output.find("time(us)"); at != std::string::npos;
+       at = r.output.find("time(us)", at + 1))
+    ++headers;
+  EXPECT_EQ(headers, 1u) << r.output;
+  EXPECT_NE(r.output.find("N/A"), std::string::npos) << r.output;  // #wrong without --check
+}
+
+TEST(BenchCli, BadOptionExitsTwoWithMessage) {
+  JobResult r = bench({"-n", "2", "allreduce", "--frobnicate"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("plait bench: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--frobnicate"), std::string::npos) << r.output;
+
+  r = bench({"allgatherz"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown operation"), std::string::npos) << r.output;
+}
+
+TEST(BenchCli, RootOutsideTheJobFails) {
+  JobResult r = bench({"-n", "2", "broadcast", "--root", "5", "--max", "8"});
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--root 5"), std::string::npos) << r.output;
+}
+
+TEST(BenchCli, SingleRankWithoutLauncher) {
+  JobResult r = bench({"allreduce", "--max", "64", "--iters", "2", "--check"});
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST(Cli, HelpVersionInfo) {
+  JobResult r = run_command({plait_bin(), "--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.output.rfind("plait ", 0), 0u) << r.output;
+
+  r = run_command({plait_bin(), "help"});
+  EXPECT_EQ(r.status, 0);
+  for (const char* word : {"run", "bench", "info"})
+    EXPECT_NE(r.output.find(word), std::string::npos) << r.output;
+
+  r = run_command({plait_bin()});
+  EXPECT_EQ(r.status, 2);
+
+  r = run_command({plait_bin(), "bench", "--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("--check"), std::string::npos) << r.output;
+
+  r = run_command({plait_bin(), "info"}, {{"PLAIT_TIMEOUT", "12345"}});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("PLAIT_TIMEOUT"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("12345"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tcp"), std::string::npos) << r.output;
+
+  r = run_command({plait_bin(), "frob"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("unknown command"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace plait::testing

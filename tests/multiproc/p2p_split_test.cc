@@ -1,0 +1,145 @@
+// Point-to-point semantics (ordering, any-source, receives posted before sends, large
+// messages) and communicator split, on real ranks.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "plait/plait.h"
+#include "support/job.h"
+
+namespace plait::testing {
+namespace {
+
+#define CHECK_OR_FAIL(cond, ...)            \
+  do {                                      \
+    if (!(cond)) {                          \
+      std::printf("FAIL: " __VA_ARGS__);    \
+      std::printf("\n");                    \
+      return 1;                             \
+    }                                       \
+  } while (0)
+
+int p2p_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int n = comm->size(), me = comm->rank();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+
+  // Receives posted before sends (batch_isend_irecv order), several per tag, in order.
+  std::vector<int32_t> got(5, -1);
+  std::vector<WorkPtr> recvs;
+  for (int i = 0; i < 5; ++i) recvs.push_back(comm->recv(&got[i], 1, DataType::kI32, left, 3));
+  std::vector<int32_t> sent(5);
+  std::vector<WorkPtr> sends;
+  for (int i = 0; i < 5; ++i) {
+    sent[i] = me * 100 + i;
+    sends.push_back(comm->send(&sent[i], 1, DataType::kI32, right, 3));
+  }
+  for (auto& w : recvs) w->wait();
+  for (auto& w : sends) w->wait();
+  for (int i = 0; i < 5; ++i)
+    CHECK_OR_FAIL(got[i] == left * 100 + i, "message %d from %d: got %d", i, left, got[i]);
+
+  // Different tags match by tag, not by arrival.
+  int32_t a = -1, b = -1, x = me, y = me + 1000;
+  auto wb = comm->recv(&b, 1, DataType::kI32, left, 11);
+  auto wa = comm->recv(&a, 1, DataType::kI32, left, 10);
+  comm->send(&y, 1, DataType::kI32, right, 11)->wait();
+  comm->send(&x, 1, DataType::kI32, right, 10)->wait();
+  wa->wait();
+  wb->wait();
+  CHECK_OR_FAIL(a == left && b == left + 1000, "tags: a=%d b=%d", a, b);
+
+  // Any-source: rank 0 hears from everyone and learns who sent what.
+  if (me == 0) {
+    std::vector<int> seen(n, 0);
+    for (int i = 1; i < n; ++i) {
+      int32_t v = -1;
+      auto w = comm->recv(&v, 1, DataType::kI32, kAnySource, 20);
+      w->wait();
+      CHECK_OR_FAIL(w->source() == v && v > 0 && v < n, "any-source: source %d value %d", w->source(), v);
+      CHECK_OR_FAIL(w->bytes() == 4, "any-source: %zu bytes", w->bytes());
+      seen[v]++;
+    }
+    for (int r = 1; r < n; ++r) CHECK_OR_FAIL(seen[r] == 1, "rank %d seen %d times", r, seen[r]);
+  } else {
+    int32_t v = me;
+    comm->send(&v, 1, DataType::kI32, 0, 20)->wait();
+  }
+
+  // A large message (rendezvous, striped) lands intact.
+  std::vector<uint8_t> big((8 << 20) + 5), in(big.size());
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + me);
+  auto wr = comm->recv(in.data(), in.size(), DataType::kU8, left, 30);
+  comm->send(big.data(), big.size(), DataType::kU8, right, 30)->wait();
+  wr->wait();
+  for (size_t i = 0; i < in.size(); ++i)
+    CHECK_OR_FAIL(in[i] == static_cast<uint8_t>(i * 7 + left), "big message byte %zu", i);
+
+  // Collectives and point-to-point interleave on one communicator.
+  int32_t sum = 1;
+  comm->allreduce(&sum, &sum, 1, DataType::kI32, ReduceOp::kSum)->wait();
+  CHECK_OR_FAIL(sum == n, "allreduce after p2p: %d", sum);
+  std::printf("rank %d: p2p ok\n", me);
+  return 0;
+}
+ChildMode p2p("p2p", p2p_child);
+
+int split_child() {
+  auto world = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int n = world->size(), me = world->rank();
+  // Even and odd ranks, ordered by descending world rank inside each group.
+  auto half = world->split(me % 2, -me);
+  CHECK_OR_FAIL(half != nullptr, "split returned null");
+  const int expect_size = (n + (me % 2 == 0 ? 1 : 0)) / 2;
+  CHECK_OR_FAIL(half->size() == expect_size, "group size %d, want %d", half->size(), expect_size);
+  int64_t v = me, total = 0;
+  half->allreduce(&v, &total, 1, DataType::kI64, ReduceOp::kSum)->wait();
+  int64_t want = 0;
+  for (int r = me % 2; r < n; r += 2) want += r;
+  CHECK_OR_FAIL(total == want, "group sum %ld, want %ld", long(total), long(want));
+  // Rank order inside the group follows the key (descending world rank).
+  int64_t first = 0;
+  int64_t mine = me;
+  half->broadcast(&mine, &first, 1, DataType::kI64, 0)->wait();
+  int64_t highest = me % 2 == 0 ? ((n - 1) / 2) * 2 : ((n - 2) / 2) * 2 + 1;
+  CHECK_OR_FAIL(first == highest, "group root is world rank %ld, want %ld", long(first), long(highest));
+  // The world communicator still works alongside the split one.
+  int32_t one = 1, count = 0;
+  world->allreduce(&one, &count, 1, DataType::kI32, ReduceOp::kSum)->wait();
+  CHECK_OR_FAIL(count == n, "world sum %d", count);
+  // Ranks that opt out get no communicator; the others get a group of everyone else.
+  auto rest = world->split(me == 0 ? kUndefinedColor : 1, me);
+  CHECK_OR_FAIL((me == 0) == (rest == nullptr), "undefined color");
+  if (rest) {
+    CHECK_OR_FAIL(rest->size() == n - 1 && rest->rank() == me - 1, "rest rank %d/%d", rest->rank(), rest->size());
+    rest->barrier()->wait();
+  }
+  // A second world communicator over the same store does not collide with the first.
+  auto again = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  int32_t c2 = 0;
+  again->allreduce(&one, &c2, 1, DataType::kI32, ReduceOp::kSum)->wait();
+  CHECK_OR_FAIL(c2 == n, "second world sum %d", c2);
+  std::printf("rank %d: split ok\n", me);
+  return 0;
+}
+ChildMode split("split", split_child);
+
+class PointToPoint : public ::testing::TestWithParam<int> {};
+
+TEST_P(PointToPoint, OrderingAnySourceAndLargeMessages) {
+  JobResult r = run_job(GetParam(), "p2p", {{"PLAIT_TIMEOUT", "60000"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST_P(PointToPoint, SplitGroupsRunTheirOwnCollectives) {
+  JobResult r = run_job(GetParam(), "split", {{"PLAIT_TIMEOUT", "60000"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, PointToPoint, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace plait::testing
