@@ -47,6 +47,9 @@ struct Bootstrap {
   int local_size = 1;
   std::shared_ptr<Store> store;
   std::string job_token;
+  // The store's host, if it is a TCP store: the route to it picks the address this rank
+  // advertises to its peers (unless PLAIT_TCP_IFNAME says otherwise).
+  std::string store_host;
   std::shared_ptr<TcpStoreServer> store_server;  // held while this rank hosts the store
 };
 

@@ -278,6 +278,7 @@ Bootstrap bootstrap_from(const LaunchEnv& env, std::chrono::milliseconds timeout
   b.local_rank = env.local_rank;
   b.local_size = env.local_size;
   b.job_token = env.job_token;
+  b.store_host = env.store_host;
   const ErrorContext ctx{.rank = env.rank, .op = "bootstrap"};
   try {
     if (!env.store_path.empty()) {

@@ -5,8 +5,6 @@
 // or ADD makes it answerable, or its deadline passes. The job-token handshake is blocking by
 // contract (core/auth.h), so each new connection runs it on a short-lived thread of its own:
 // a slow or hostile client then costs one sleeping thread, never the loop's attention.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -43,24 +41,6 @@ constexpr auto kMaxRequestWait = std::chrono::hours(24 * 365);
 constexpr int kMaxIdleMs = 1000;
 // Out of file descriptors, the level-triggered listener would spin; accepting pauses instead.
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
-
-std::string peer_name(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown peer";
-  char host[INET6_ADDRSTRLEN] = {};
-  int port = 0;
-  if (ss.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    port = ntohs(in6->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
 
 // A GET or WAIT the server cannot answer yet.
 struct Parked {
@@ -196,7 +176,7 @@ void TcpStoreServer::Impl::start_handshake(net::Fd fd) {
   } catch (const std::system_error& e) {
     handshakes.pop_back();
     log(LogLevel::kWarn, "store server on port ", port, ": cannot start a handshake thread (",
-        e.what(), "); dropping the connection from ", peer_name(fd.get()));
+        e.what(), "); dropping the connection from ", net::peer_address(fd.get()));
     return;  // fd closes here
   }
   fd.release();
@@ -340,7 +320,7 @@ void TcpStoreServer::Impl::adopt_authenticated() {
     }
     Conn& c = conns[raw];
     c = Conn{};
-    c.peer = peer_name(raw);
+    c.peer = net::peer_address(raw);
     c.fd = std::move(fd);
   }
 }

@@ -32,6 +32,7 @@ std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
                                           .store = store,
                                           .name = "fabric",
                                           .job_token = bootstrap.job_token,
+                                          .route_hint = bootstrap.store_host,
                                           .config = config};
   std::shared_ptr<transport::Fabric> fabric = transport::create_tcp_fabric(fabric_options);
   std::vector<int> ranks(bootstrap.size);

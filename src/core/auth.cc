@@ -9,8 +9,6 @@
 // version still sends a proof carrying its own version so the acceptor can say so too.
 #include "core/auth.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -86,26 +84,6 @@ std::array<uint8_t, kMacBytes> proof_mac(const std::string& token, const uint8_t
   return mac;
 }
 
-std::string peer_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown peer";
-  char host[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (ss.ss_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    std::string text = "[";  // appended piecewise: GCC 12 warns falsely on "[" + string
-    text.append(host).append("]:").append(std::to_string(ntohs(in6->sin6_port)));
-    return text;
-  }
-  return "unknown peer";
-}
-
 // Socket failures during the handshake keep their category but say where they happened.
 template <typename Fn>
 void io(Fn&& fn, std::string_view label, const std::string& peer, const char* step) {
@@ -127,7 +105,7 @@ std::string version_text(uint16_t v) { return "version " + std::to_string(v); }
 
 void accept_handshake(int fd, const std::string& token, std::string_view label,
                       const Deadline& deadline) {
-  const std::string peer = peer_address(fd);
+  const std::string peer = net::peer_address(fd);
   std::array<uint8_t, kNonceBytes> nonce{};
   random_bytes(nonce.data(), nonce.size());
   Message hello = Message::make(nonce.data());
@@ -169,7 +147,7 @@ void accept_handshake(int fd, const std::string& token, std::string_view label,
 
 void connect_handshake(int fd, const std::string& token, std::string_view label,
                        const Deadline& deadline) {
-  const std::string peer = peer_address(fd);
+  const std::string peer = net::peer_address(fd);
   Message hello;
   io([&] { net::recv_all(fd, hello.bytes.data(), hello.bytes.size(), deadline); }, label, peer,
      "waiting for nonce");

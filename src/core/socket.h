@@ -50,6 +50,9 @@ Fd connect_tcp(const std::string& host, int port, const Deadline& deadline);
 void send_all(int fd, const void* data, size_t len, const Deadline& deadline);
 void recv_all(int fd, void* data, size_t len, const Deadline& deadline);
 
+// "10.0.0.2:41234" (IPv6 in brackets) of a connected socket's peer, for messages.
+std::string peer_address(int fd);
+
 void set_nodelay(int fd);
 void set_nonblocking(int fd, bool on = true);
 void set_buffer_sizes(int fd, int bytes);

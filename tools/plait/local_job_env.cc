@@ -37,7 +37,10 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& inheri
   std::vector<std::string> env;
   env.reserve(inherited.size() + set.size());
   for (const std::string& entry : inherited) {
-    if (!set.contains(entry.substr(0, entry.find('=')))) env.push_back(entry);
+    const std::string key = entry.substr(0, entry.find('='));
+    // An outer job's store settings would take precedence over the store this job hosts.
+    if (key == "PLAIT_STORE_PATH" || key == "PLAIT_STORE_PORT") continue;
+    if (!set.contains(key)) env.push_back(entry);
   }
   for (const auto& [key, value] : set) env.push_back(key + "=" + value);
   return env;
