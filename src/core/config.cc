@@ -3,6 +3,7 @@
 // every from_env() reads the environment afresh into a Config that its owner keeps.
 #include "core/config.h"
 
+#include <cstdio>
 #include <unistd.h>
 
 #include <cctype>
@@ -251,6 +252,18 @@ std::vector<SettingRow> make_rows() {
          c.ps_roots = static_cast<int>(parse_int_in(n, v, 0, std::numeric_limits<int>::max()));
        },
        [](const Config& c, const std::string&) { return std::to_string(c.ps_roots); }},
+      {{"PLAIT_RUN_GRACE_S", "seconds", "3",
+        "plait run: time between SIGTERM and SIGKILL when it stops ranks; also 500ms"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         int64_t us = parse_duration_us(v, 1000000);
+         if (us < 0) reject(n, v, "a duration: seconds, or 500ms, 2m");
+         c.run_grace = std::chrono::milliseconds((us + 999) / 1000);
+       },
+       [](const Config& c, const std::string&) {
+         char text[32];
+         std::snprintf(text, sizeof text, "%g", c.run_grace.count() / 1000.0);
+         return std::string(text);
+       }},
   };
   for (std::string_view op : kAlgoOps) {
     rows.push_back({{std::string(kAlgoPrefix) + upper(op), enum_type(kAlgoNames), "auto",

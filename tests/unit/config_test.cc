@@ -63,10 +63,18 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
   for (const char* base :
        {"PLAIT_TIMEOUT", "PLAIT_CONNECT_TIMEOUT", "PLAIT_TRANSPORT", "PLAIT_LOG",
         "PLAIT_TCP_STREAMS", "PLAIT_TCP_STRIPE", "PLAIT_TCP_IFNAME", "PLAIT_EAGER_THRESHOLD",
-        "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS"}) {
+        "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS",
+        "PLAIT_RUN_GRACE_S"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 24u);
+  EXPECT_EQ(settings().size(), 25u);
+}
+
+TEST(ConfigRegistry, RunGraceTakesSecondsOrAUnit) {
+  EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "5"}}).run_grace, std::chrono::seconds(5));
+  EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "500ms"}}).run_grace,
+            std::chrono::milliseconds(500));
+  EXPECT_THROW(Config::from_env({{"PLAIT_RUN_GRACE_S", "soon"}}), Error);
 }
 
 TEST(ConfigRegistry, EmptyEnvironmentGivesDefaults) {

@@ -1,5 +1,7 @@
 #include "local_job.h"
 
+#include "core/config.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -345,10 +347,7 @@ std::chrono::milliseconds parse_seconds(const std::string& text, const std::stri
   return milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
 }
 
-std::chrono::milliseconds grace_from_env() {
-  const char* value = std::getenv("PLAIT_RUN_GRACE_S");
-  return value ? parse_seconds(value, "PLAIT_RUN_GRACE_S") : kDefaultGrace;
-}
+std::chrono::milliseconds grace_from_env() { return Config::from_env().run_grace; }
 
 int launch_local_job(int nranks, const std::vector<std::string>& command) {
   LocalJobOptions options;

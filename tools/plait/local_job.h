@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace plait::cli {
 
 // Exit statuses of a job besides the ranks' own (shell conventions).
@@ -17,13 +19,11 @@ inline constexpr int kExitTimedOut = 124;       // --timeout ran out (as timeout
 inline constexpr int kExitCannotExecute = 126;  // found but not executable
 inline constexpr int kExitCommandNotFound = 127;
 
-inline constexpr std::chrono::milliseconds kDefaultGrace{3000};
-
 struct LocalJobOptions {
   int nranks = 1;
   std::vector<std::string> command;  // argv of every rank; argv[0] is looked up in PATH
   // Time the ranks get between SIGTERM (or a forwarded SIGINT) and SIGKILL.
-  std::chrono::milliseconds grace = kDefaultGrace;
+  std::chrono::milliseconds grace = Config{}.run_grace;
   // Wall-clock limit of the whole job; zero means none.
   std::chrono::milliseconds timeout{0};
 };
@@ -40,7 +40,7 @@ int run_local_job(const LocalJobOptions& options);
 // "2.5" -> 2500 ms. Throws plait::Error(kInvalidUsage) naming `what` unless `text` is a
 // non-negative number of seconds.
 std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what);
-// PLAIT_RUN_GRACE_S when set, else kDefaultGrace.
+// PLAIT_RUN_GRACE_S, from the settings registry.
 std::chrono::milliseconds grace_from_env();
 
 }  // namespace plait::cli
