@@ -80,8 +80,10 @@ bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds time
       return spin_until(out, until);
     case WaitPolicy::kHybrid: {
       auto spin_end = std::min(until, Clock::now() + spin_time_);
-      if (spin_until(out, spin_end)) return true;
-      if (Clock::now() >= until) return false;
+      bool interrupted = false;
+      if (spin_until(out, spin_end, &interrupted)) return true;
+      // The spin consumed an interrupt: blocking now would sleep through it.
+      if (interrupted || Clock::now() >= until) return false;
       return block_until(out, until);
     }
     case WaitPolicy::kBlock:
@@ -90,14 +92,18 @@ bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds time
   return block_until(out, until);
 }
 
-bool PolicyCompletionQueue::spin_until(Completion* out, Clock::time_point until) {
+bool PolicyCompletionQueue::spin_until(Completion* out, Clock::time_point until,
+                                       bool* interrupted) {
   // Reading the clock costs ~20 ns; check it every few dozen probes, not every one. The
   // yield lets the thread that will produce our completion (a progress thread) run when it
   // shares our core: on an oversubscribed host a pure spin would hold it off for the whole
   // spin budget.
   for (unsigned i = 0;; ++i) {
     if (poll(out)) return true;
-    if (interrupted_.load(std::memory_order_relaxed) && take_interrupt()) return false;
+    if (interrupted_.load(std::memory_order_relaxed) && take_interrupt()) {
+      if (interrupted) *interrupted = true;
+      return false;
+    }
     if ((i & 31) == 0) {
       if (Clock::now() >= until) return false;
       sched_yield();

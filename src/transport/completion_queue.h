@@ -36,10 +36,10 @@ class PolicyCompletionQueue final : public CompletionQueue {
   void interrupt() override;
 
   size_t size() const { return count_.load(std::memory_order_acquire); }
-  WaitPolicy policy() const { return policy_; }
 
  private:
-  bool spin_until(Completion* out, Clock::time_point until);
+  // Returns false at the deadline or on an interrupt (then *interrupted is set).
+  bool spin_until(Completion* out, Clock::time_point until, bool* interrupted = nullptr);
   bool block_until(Completion* out, Clock::time_point until);
   bool take_interrupt() { return interrupted_.exchange(false, std::memory_order_acq_rel); }
   void wake(bool all);  // with mu_ held

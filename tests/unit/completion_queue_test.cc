@@ -65,6 +65,21 @@ TEST_P(CompletionQueuePolicy, InterruptWakesWaiter) {
   EXPECT_FALSE(got);
 }
 
+// Regression: a hybrid wait whose spin phase consumed an interrupt went on to block until
+// its timeout, so the communicator engine slept through new work (200 ms per collective).
+TEST(CompletionQueueHybrid, InterruptDuringSpinEndsTheWait) {
+  PolicyCompletionQueue cq(WaitPolicy::kHybrid, std::chrono::seconds(10));
+  auto start = std::chrono::steady_clock::now();
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(5ms);
+    cq.interrupt();
+  });
+  Completion c;
+  EXPECT_FALSE(cq.wait(&c, 60s));
+  interrupter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 9s);  // ended by the interrupt, mid-spin
+}
+
 TEST_P(CompletionQueuePolicy, InterruptIsStickyAndConsumedOnce) {
   cq_.interrupt();
   Completion c;

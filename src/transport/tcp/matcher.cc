@@ -1,7 +1,5 @@
 #include "transport/tcp/matcher.h"
 
-#include <algorithm>
-
 namespace plait::transport::tcp {
 namespace {
 
@@ -77,12 +75,6 @@ void Matcher::drop_incomplete_from(int source) {
   unexpected_.remove_if([&](const UnexpectedRef& e) {
     return e->source == source && (e->rendezvous || !e->complete);
   });
-}
-
-bool Matcher::has_unexpected_from(int source) const {
-  std::lock_guard lock(mu_);
-  return std::any_of(unexpected_.begin(), unexpected_.end(),
-                     [&](const UnexpectedRef& e) { return e->source == source; });
 }
 
 }  // namespace plait::transport::tcp

@@ -56,8 +56,6 @@ class Matcher {
   // Drops what can never complete from a failed source: rendezvous requests and eager
   // messages whose payload was cut off. Complete eager messages stay deliverable.
   void drop_incomplete_from(int source);
-  // Whether a recv from `source` could still be satisfied by a buffered message.
-  bool has_unexpected_from(int source) const;
 
  private:
   mutable std::mutex mu_;

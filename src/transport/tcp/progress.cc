@@ -98,9 +98,9 @@ void TcpFabric::progress_loop() {
       }
       if (!s->receiving) continue;
       if (events[i].events & EPOLLOUT) {
-        std::vector<Frame> sent;
-        if (s->flush(&sent) != 0) broken_stream_.store(true);
-        account_sent(sent);
+        std::vector<OpRef> finished;
+        if (s->flush(&finished) != 0) broken_stream_.store(true);
+        report_sent(finished);
       }
       if ((events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !s->in_ready_list) {
         s->in_ready_list = true;
@@ -225,8 +225,8 @@ void TcpFabric::shutdown_streams() {
       ++open;
       Frame goodbye;
       goodbye.header.type = MessageType::kGoodbye;
-      std::vector<Frame> sent;
-      s->submit(std::move(goodbye), &sent);
+      std::vector<OpRef> abandoned;  // completions are no longer delivered
+      s->submit(std::move(goodbye), &abandoned);
       if (s->idle()) s->close_sending(/*shut_write=*/true);
     }
   }
@@ -260,8 +260,8 @@ void TcpFabric::shutdown_streams() {
       }
       if (!s->receiving) continue;
       if (events[i].events & EPOLLOUT) {
-        std::vector<Frame> sent;
-        s->flush(&sent);
+        std::vector<OpRef> abandoned;
+        s->flush(&abandoned);
         if (s->idle()) s->close_sending(/*shut_write=*/true);
       }
       drained(*s);

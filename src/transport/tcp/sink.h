@@ -34,7 +34,6 @@ class Sink {
                    std::shared_mutex* guard);
   static Sink region(char* dest, size_t length, RegionRef region);
 
-  size_t length() const { return length_; }
   size_t remaining() const { return length_ - done_; }
   bool revoked() const { return revoked_; }
   // The bytes of a buffer sink.

@@ -32,19 +32,19 @@ Stream::Stream(net::Fd fd, int peer, int index, std::shared_mutex* user_memory_g
     : fd_(std::move(fd)), peer_(peer), index_(index), user_memory_guard_(user_memory_guard),
       rx_(kRxBufferBytes) {}
 
-int Stream::submit(Frame frame, std::vector<Frame>* sent) {
+int Stream::submit(Frame frame, std::vector<OpRef>* finished) {
   std::lock_guard lock(mu_);
   // Closed on purpose (peer failed or said goodbye): the frame's op fails with the peer.
   if (!sending_) return 0;
   queue_.push_back(std::move(frame));
   // A non-empty queue means a write is already pending on EPOLLOUT; keep the order.
   if (queue_.size() > 1) return 0;
-  return flush_locked(sent);
+  return flush_locked(finished);
 }
 
-int Stream::flush(std::vector<Frame>* sent) {
+int Stream::flush(std::vector<OpRef>* finished) {
   std::lock_guard lock(mu_);
-  return flush_locked(sent);
+  return flush_locked(finished);
 }
 
 void Stream::close_sending(bool shut_write) {
@@ -75,7 +75,7 @@ void Stream::keep_started_frame_locked() {
   f.counts_for_op = false;
 }
 
-int Stream::flush_locked(std::vector<Frame>* sent) {
+int Stream::flush_locked(std::vector<OpRef>* finished) {
   while (sending_ && !queue_.empty()) {
     iovec iov[kMaxIov];
     int iovcnt = 0;
@@ -159,7 +159,8 @@ int Stream::flush_locked(std::vector<Frame>* sent) {
       f.sent += take;
       written -= take;
       if (f.sent == f.size()) {
-        sent->push_back(std::move(f));
+        if (f.counts_for_op && f.op->parts_left.fetch_sub(1) == 1 && f.op->claim())
+          finished->push_back(std::move(f.op));
         queue_.pop_front();
       }
     }

@@ -38,7 +38,7 @@ struct Frame {
   // denial, so that the initiator is told and not handed stale bytes.
   RegionRef region;
   std::string if_revoked;
-  // Counts as one of op->parts_left once fully written.
+  // Counts as one of op->parts_left once fully written; the last one finishes the op.
   bool counts_for_op = false;
   size_t sent = 0;  // header + payload bytes written so far
 
@@ -73,13 +73,16 @@ class Stream {
   int index() const { return index_; }
 
   // --- sending, any thread ---
-  // Queues the frame; if the queue was idle, writes what the socket takes now. Fully
-  // written frames are appended to *sent for the caller to account outside the lock.
+  // Queues the frame; if the queue was idle, writes what the socket takes now. An op whose
+  // last counted frame (Frame::counts_for_op) went out is claimed here, under the lock, and
+  // appended to *finished for the caller to report outside it: a peer failure, which closes
+  // the streams (taking this lock) before it sweeps the pending ops, can then never fail an
+  // op whose bytes are all on the wire.
   // Returns 0, or the errno when this write broke the socket. A frame for a stream that is
   // closed or broken is dropped: its op fails together with the peer.
-  int submit(Frame frame, std::vector<Frame>* sent);
+  int submit(Frame frame, std::vector<OpRef>* finished);
   // Writes queued frames until the socket is full (after EPOLLOUT).
-  int flush(std::vector<Frame>* sent);
+  int flush(std::vector<OpRef>* finished);
   // Stops sending for good: drops the queue; with shut_write, the peer reads EOF.
   void close_sending(bool shut_write);
   bool idle();
@@ -109,7 +112,7 @@ class Stream {
   bool receiving = true;  // false once closed for reading
 
  private:
-  int flush_locked(std::vector<Frame>* sent);
+  int flush_locked(std::vector<OpRef>* finished);
   ReadResult read_into_buffer(size_t* consumed, int* error);
   void compact();
 

@@ -188,17 +188,18 @@ Completion completion_of(const Op& op) {
 }  // namespace
 
 void TcpFabric::succeed(Op& op) {
-  if (!op.claim()) return;
-  ops_.erase(op.id);
-  if (!stopping_.load(std::memory_order_relaxed)) op.cq->push(completion_of(op));
+  if (op.claim()) report(op, nullptr);
 }
 
 void TcpFabric::fail(Op& op, const Error& error) {
-  if (!op.claim()) return;
+  if (op.claim()) report(op, std::make_shared<const Error>(error));
+}
+
+void TcpFabric::report(Op& op, std::shared_ptr<const Error> error) {
   ops_.erase(op.id);
   if (stopping_.load(std::memory_order_relaxed)) return;
   Completion c = completion_of(op);
-  c.error = std::make_shared<const Error>(error);
+  c.error = std::move(error);
   op.cq->push(std::move(c));
 }
 
@@ -214,18 +215,17 @@ ErrorContext TcpFabric::context_of(const Op& op) const {
 }
 
 void TcpFabric::submit(int peer, int index, Frame frame) {
-  std::vector<Frame> sent;
-  if (stream(peer, index).submit(std::move(frame), &sent) != 0) {
+  std::vector<OpRef> finished;
+  if (stream(peer, index).submit(std::move(frame), &finished) != 0) {
     // This write broke the socket; the progress thread fails the peer.
     broken_stream_.store(true);
     wake_progress();
   }
-  account_sent(sent);
+  report_sent(finished);
 }
 
-void TcpFabric::account_sent(std::vector<Frame>& sent) {
-  for (Frame& f : sent)
-    if (f.counts_for_op && f.op->parts_left.fetch_sub(1) == 1) succeed(*f.op);
+void TcpFabric::report_sent(std::vector<OpRef>& finished) {
+  for (const OpRef& op : finished) report(*op, nullptr);
 }
 
 void TcpFabric::protocol_error(const Stream& s, const std::string& what) const {

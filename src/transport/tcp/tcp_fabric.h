@@ -86,11 +86,13 @@ class TcpFabric final : public Fabric, private StreamHandler {
   bool admit(const OpRef& op);
   void succeed(Op& op);
   void fail(Op& op, const Error& error);
+  // Reports an op that the caller has already claimed (Op::claim).
+  void report(Op& op, std::shared_ptr<const Error> error);
   void fail_remote(Op& op, const std::string& why);
   ErrorContext context_of(const Op& op) const;
   Stream& stream(int peer, int index) { return *peers_[peer]->streams[index]; }
   void submit(int peer, int index, Frame frame);
-  void account_sent(std::vector<Frame>& sent);
+  void report_sent(std::vector<OpRef>& finished);
   size_t pieces(size_t len) const { return len == 0 ? 1 : (len + stripe_bytes_ - 1) / stripe_bytes_; }
   [[noreturn]] void protocol_error(const Stream& s, const std::string& what) const;
 

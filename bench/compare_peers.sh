@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# plait bench allreduce beside the peers of ../shared/peers (Open MPI over shm and TCP,
+# MPICH, torch.distributed gloo), back to back in one run, REPS repetitions, medians.
+#
+#   bench/compare_peers.sh                  # np 2 and 4, 3 repetitions
+#   NPS="2" REPS=5 PEERS="ompi-shm gloo" bench/compare_peers.sh
+#
+# Prints one markdown table per np: time (us) and busbw (GB/s) per size and implementation.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NPS=${NPS:-"2 4"}
+REPS=${REPS:-3}
+PEERS=${PEERS:-"ompi-shm ompi-tcp mpich gloo"}
+SIZES=${SIZES:-"8 1024 65536 1048576 16777216 67108864"}
+PEERS_DIR=${PEERS_DIR:-../shared/peers}
+PLAIT=${PLAIT:-build/tools/plait/plait}
+OUT=$(mktemp -d /tmp/plait-compare.XXXXXX)
+
+for rep in $(seq 1 "$REPS"); do
+  for np in $NPS; do
+    for size in $SIZES; do
+      "$PLAIT" bench -n "$np" allreduce --min "$size" --max "$size" \
+        --json "$OUT/plait-np$np-rep$rep-$size.json" >/dev/null
+    done
+    NP=$np PEERS="$PEERS" SIZES="$SIZES" "$PEERS_DIR/run.sh" > "$OUT/peers-np$np-rep$rep.txt" 2>&1 || true
+  done
+done
+python3 bench/summarize_peers.py "$OUT" "$NPS"
