@@ -117,6 +117,33 @@ TEST(BenchCli, AllreduceRing) {
   }
 }
 
+// PLAIT_ALGO_<OP> forces the algorithm, and PLAIT_LOG=info says which one ran and why.
+TEST(BenchCli, AlgorithmForcedByEnvironmentAndLogged) {
+  TempFile json;
+  JobResult r = run_command({plait_bin(), "bench", "-n", "3", "allreduce", "--min", "1K",
+                             "--max", "1K", "--iters", "2", "--check", "--json", json.path()},
+                            {{"PLAIT_ALGO_ALLREDUCE", "binomial_tree"}, {"PLAIT_LOG", "info"}},
+                            kTimeoutS);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("binomial_tree, forced by PLAIT_ALGO_ALLREDUCE=binomial_tree"),
+            std::string::npos) << r.output;
+  for (const std::string& line : read_lines(json.path()))
+    EXPECT_EQ(json_field(line, "algo"), "\"binomial_tree\"") << line;
+}
+
+// Without an override the cost model chooses, and the record names its choice.
+TEST(BenchCli, CostModelChoiceIsReportedAndLogged) {
+  TempFile json;
+  JobResult r = run_command({plait_bin(), "bench", "-n", "2", "allreduce", "--min", "8",
+                             "--max", "8", "--iters", "2", "--json", json.path()},
+                            {{"PLAIT_LOG", "info"}}, kTimeoutS);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("cost model"), std::string::npos) << r.output;
+  const std::vector<std::string> lines = read_lines(json.path());
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  EXPECT_NE(json_field(lines[0], "algo"), "\"auto\"") << lines[0];
+}
+
 TEST(BenchCli, ExactInEveryDtypeAndOperator) {
   for (const char* dtype : {"f16", "bf16", "i8", "u8", "f64", "i64"}) {
     for (const char* redop : {"sum", "prod", "min", "max", "avg"}) {
