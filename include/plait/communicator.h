@@ -37,8 +37,10 @@ class Work {
   virtual ~Work() = default;
   // True once the operation finished, successfully or not; never blocks.
   virtual bool test() = 0;
-  // Blocks until finished or `timeout` (default: the communicator's timeout). Throws the
-  // operation's plait::Error if it failed, or a kTimeout error naming the op if time ran out.
+  // Blocks until finished or `timeout`, then throws the operation's plait::Error if it
+  // failed, or a kTimeout error naming the op if time ran out (the op stays pending). Without
+  // an argument it waits a little longer than the operation's own deadline, so a stuck
+  // operation ends with the engine's precise error (what it waited for, from whom).
   virtual void wait(std::chrono::milliseconds timeout) = 0;
   virtual void wait() = 0;
   // After completion: the error, if any (null on success).

@@ -56,6 +56,12 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric, ui
   engine_ = std::make_unique<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank));
 }
 
+// Work::wait() without an argument outlasts the operation's own deadline a little, so the
+// engine's precise error (what it still waited for, from whom) arrives first.
+std::chrono::milliseconds CommunicatorImpl::wait_limit(std::chrono::milliseconds op_timeout) {
+  return op_timeout + std::chrono::seconds(5);
+}
+
 std::chrono::milliseconds CommunicatorImpl::timeout_for(const CallOptions& opts) const {
   return opts.timeout.count() > 0 ? opts.timeout : timeout_;
 }
@@ -123,7 +129,7 @@ WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
   size_t total = call->args.count * elem;
   call->work = std::make_shared<WorkImpl>(
       op_name + " #" + std::to_string(call->seq) + " (" + std::to_string(total) + " bytes)",
-      timeout_, ErrorContext{.rank = rank(), .op = op_name, .seq = static_cast<int64_t>(call->seq)},
+      wait_limit(call->timeout), ErrorContext{.rank = rank(), .op = op_name, .seq = static_cast<int64_t>(call->seq)},
       std::string(to_string(selection.info->algorithm)));
   auto key = std::make_tuple(static_cast<int>(call->args.op), static_cast<int>(call->args.dtype),
                              call->args.count, static_cast<int>(selection.info->algorithm));
@@ -152,7 +158,8 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
   call->tag = tag;
   call->timeout = timeout_for(opts);
   call->work = std::make_shared<WorkImpl>(
-      "send to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")", timeout_,
+      "send to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")",
+      wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "send"});
   WorkPtr work = call->work;
   engine_->submit(std::move(call));
@@ -174,7 +181,7 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   call->timeout = timeout_for(opts);
   std::string from = peer == kAnySource ? "any rank" : "rank " + std::to_string(peer);
   call->work = std::make_shared<WorkImpl>(
-      "recv from " + from + " (tag " + std::to_string(tag) + ")", timeout_,
+      "recv from " + from + " (tag " + std::to_string(tag) + ")", wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "recv"});
   WorkPtr work = call->work;
   engine_->submit(std::move(call));
@@ -197,7 +204,6 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   if (!members.empty() && members.front() == rank()) id = store_->add("comm_ids", 1) + 1;
   std::vector<int64_t> ids(n);
   allgather(&id, ids.data(), 1, DataType::kI64, {})->wait();
-  ++splits_;
   if (color == kUndefinedColor) return nullptr;
   const int new_rank = static_cast<int>(
       std::find(members.begin(), members.end(), rank()) - members.begin());

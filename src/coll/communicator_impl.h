@@ -72,6 +72,7 @@ class CommunicatorImpl : public Communicator {
   void check_root(int root, const char* op) const;
   void check_buffer(const void* p, size_t elems, const char* what, const char* op) const;
   std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
+  static std::chrono::milliseconds wait_limit(std::chrono::milliseconds op_timeout);
 
   std::unique_ptr<CommEngine> engine_;
   std::shared_ptr<Store> store_;
@@ -80,7 +81,6 @@ class CommunicatorImpl : public Communicator {
   CostParams cost_;
   std::mutex mu_;  // orders calls: sequence numbers follow issue order
   uint64_t seq_ = 0;
-  uint64_t splits_ = 0;
   std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged
 };
 
