@@ -499,7 +499,13 @@ TEST_F(TcpPair, CancelDuringATransferStopsWritesAndKeepsStreamsInSync) {
   std::vector<uint8_t> dst(n, 0);
   f(1).recv(0, dst.data(), n, 1, &cq(1), 0);
   f(0).send(1, data.data(), n, 1, 0, &cq(0), 0);
-  std::this_thread::sleep_for(2ms);  // likely mid-transfer; correct either way
+  // Cancel once data is landing (mid-transfer, or done: correct either way). Cancelling
+  // before the rendezvous matched would leave the send waiting for a receive, as in MPI;
+  // a fixed sleep did that on a loaded machine.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::atomic_ref<uint8_t>(dst[0]).load(std::memory_order_relaxed) == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   f(1).cancel(&cq(1));
   Completion c = wait_one(cq(1));
   if (!c.ok()) {
