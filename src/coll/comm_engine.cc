@@ -100,21 +100,37 @@ std::shared_ptr<const Error> CommEngine::abort_error() const {
 
 void CommEngine::loop() {
   while (!stop_) {
-    take_submissions();
-    if (!active_ && !queued_.empty()) start_next_collective();
-    if (active_ && active_->executor->done()) {
-      finish_collective();
-      continue;
+    // Nothing may escape this thread (it would terminate the host process): a failure here,
+    // e.g. no memory for a schedule's scratch, fails the operation and aborts the communicator.
+    try {
+      step();
+    } catch (const std::exception& e) {
+      log(LogLevel::kError, "rank ", rank_, ": communicator engine: ", e.what());
+      if (active_)
+        active_->call->work->finish(std::make_shared<const Error>(aborted_error(
+            std::string("internal failure: ") + e.what(),
+            {.rank = rank_, .op = std::string(to_string(active_->call->args.op)),
+             .seq = static_cast<int64_t>(active_->call->seq)})));
+      do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true);
     }
-    auto wake = std::min(next_deadline(), Clock::now() + kMaxSleep);
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
-    transport::Completion c;
-    if (cq_->wait(&c, std::max(left, std::chrono::microseconds(0)))) {
-      dispatch(c);
-      while (cq_->poll(&c)) dispatch(c);
-    }
-    check_deadlines();
   }
+}
+
+void CommEngine::step() {
+  take_submissions();
+  if (!active_ && !queued_.empty()) start_next_collective();
+  if (active_ && active_->executor->done()) {
+    finish_collective();
+    return;
+  }
+  auto wake = std::min(next_deadline(), Clock::now() + kMaxSleep);
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
+  transport::Completion c;
+  if (cq_->wait(&c, std::max(left, std::chrono::microseconds(0)))) {
+    dispatch(c);
+    while (cq_->poll(&c)) dispatch(c);
+  }
+  check_deadlines();
 }
 
 void CommEngine::take_submissions() {
@@ -160,7 +176,14 @@ void CommEngine::start_next_collective() {
   } catch (const Error& e) {
     call.work->finish(std::make_shared<const Error>(e.with_context(ctx)));
     return;
+  } catch (const std::exception& e) {
+    call.work->finish(std::make_shared<const Error>(
+        invalid_usage(std::string("cannot build the schedule: ") + e.what(), ctx)));
+    return;
   }
+  // Active from here: if what follows throws, loop() fails this call's Work and aborts.
+  active_ = std::move(active);
+  ActiveCollective* run = active_.get();
   Signature sig{.seq = call.seq, .op = call.args.op, .dtype = call.args.dtype,
                 .redop = call.args.redop, .root = op_has_root(call.args.op) ? call.args.root : -1};
   switch (call.args.op) {
@@ -175,11 +198,10 @@ void CommEngine::start_next_collective() {
                   .comm_id = comm_id_, .sent = &sent_, .received = &received_};
   const size_t elem = dtype_size(call.args.dtype);
   ExecBuffers buffers{.input = call.input, .output = call.output,
-                      .scratch = scratch(active->schedule.scratch_count * elem)};
-  active->executor = std::make_unique<ScheduleExecutor>(active->schedule, buffers, sig, peers,
-                                                        rank_, coll_context(call.seq));
-  active_ = std::move(active);
-  active_->executor->start();
+                      .scratch = scratch(run->schedule.scratch_count * elem)};
+  run->executor = std::make_unique<ScheduleExecutor>(run->schedule, buffers, sig, peers, rank_,
+                                                     coll_context(call.seq));
+  run->executor->start();
 }
 
 void CommEngine::finish_collective() {

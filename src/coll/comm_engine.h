@@ -83,6 +83,7 @@ class CommEngine {
   };
 
   void loop();
+  void step();  // one round of the loop: new calls, the next collective, completions, deadlines
   void take_submissions();
   void start_next_collective();
   void finish_collective();
@@ -115,6 +116,8 @@ class CommEngine {
 
   // Engine thread only.
   std::deque<std::unique_ptr<CollectiveCall>> queued_;
+  // Has an executor whenever set (start_next_collective creates both before returning; if it
+  // throws in between, loop() aborts, which clears it).
   std::unique_ptr<ActiveCollective> active_;
   std::unordered_map<uint64_t, ActivePointToPoint> p2p_;
   uint64_t next_p2p_id_ = 1;
