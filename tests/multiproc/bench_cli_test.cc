@@ -75,6 +75,8 @@ void expect_checked_run(const std::vector<std::string>& args, size_t records,
     EXPECT_EQ(json_field(line, "wrong"), "0") << line;
     EXPECT_EQ(json_field(line, "op"), "\"" + op + "\"") << line;
     EXPECT_EQ(json_field(line, "ranks"), "2") << line;
+    // CPU accounting is present (its value may be 0 with tick-based kernel accounting).
+    EXPECT_NE(json_field(line, "cpu_us_per_op"), "<missing>") << line;
   }
 }
 

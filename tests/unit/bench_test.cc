@@ -316,7 +316,7 @@ TEST(BenchReport, JsonLine) {
             "{\"op\":\"allreduce\",\"algo\":\"ring\",\"dtype\":\"f32\",\"redop\":\"sum\","
             "\"root\":-1,\"bytes\":1000000,\"count\":250000,\"ranks\":4,\"iters\":20,"
             "\"inplace\":false,\"time_us\":1000,\"algbw_GBps\":1,\"busbw_GBps\":1.5,"
-            "\"wrong\":null}");
+            "\"cpu_us_per_op\":0,\"cpu_s_per_GB\":0,\"wrong\":null}");
   r.wrong = 3;
   r.algo = "a\"b";
   const std::string line = format_json_line(r);
@@ -324,16 +324,30 @@ TEST(BenchReport, JsonLine) {
   EXPECT_NE(line.find("\"algo\":\"a\\\"b\""), std::string::npos);
 }
 
+TEST(BenchReport, CpuSecondsPerGigabyte) {
+  BenchRecord r = sample_record();
+  r.bytes = 1000000000;  // 1 GB per op
+  r.cpu_us_per_op = 250000;  // 0.25 s of CPU per op, all ranks together
+  ASSERT_TRUE(r.cpu_s_per_gb().has_value());
+  EXPECT_DOUBLE_EQ(*r.cpu_s_per_gb(), 0.25);
+  EXPECT_NE(format_json_line(r).find("\"cpu_s_per_GB\":0.25"), std::string::npos);
+  r.bytes = 0;  // barrier: no bytes, so no per-GB figure
+  EXPECT_FALSE(r.cpu_s_per_gb().has_value());
+  EXPECT_NE(format_json_line(r).find("\"cpu_s_per_GB\":null"), std::string::npos);
+  EXPECT_NE(format_table_row(r).find("N/A"), std::string::npos);
+}
+
 TEST(BenchReport, Table) {
   EXPECT_EQ(format_table_header(),
             "#       size      count   type  redop        algo   root   time(us)  algbw(GB/s)"
-            "  busbw(GB/s)  #wrong\n");
+            "  busbw(GB/s)  cpu(s/GB)  #wrong\n");
   BenchRecord r = sample_record();
   std::string row = format_table_row(r);
   EXPECT_EQ(row.size(), format_table_header().size()) << row;
   EXPECT_NE(row.find("N/A"), std::string::npos);
   EXPECT_NE(row.find("1000.00"), std::string::npos);
   r.wrong = 0;
+  r.cpu_us_per_op = 500;  // 0.5 ms of CPU per op
   EXPECT_EQ(format_table_row(r).find("N/A"), std::string::npos);
   EXPECT_EQ(format_average({r, sample_record()}), "# Avg bus bandwidth: 1.500 GB/s\n");
   EXPECT_EQ(format_average({}), "# Avg bus bandwidth: 0.000 GB/s\n");

@@ -3,6 +3,8 @@
 // Per size: `warmup` untimed calls, then `iters` back-to-back issue+wait calls between two
 // clock reads; each rank's time per call is elapsed/iters and the row shows the slowest
 // rank's (an allreduce max), because a collective is done only when its last rank is.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -42,6 +44,19 @@ Buffer allocate(size_t bytes) {
 double agree_max(Communicator& comm, double value) {
   comm.allreduce(&value, &value, 1, DataType::kF64, ReduceOp::kMax)->wait();
   return value;
+}
+
+double sum_over_ranks(Communicator& comm, double value) {
+  comm.allreduce(&value, &value, 1, DataType::kF64, ReduceOp::kSum)->wait();
+  return value;
+}
+
+// User + sys seconds of this process so far, every thread included (engine, progress).
+double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 int64_t agree_sum(Communicator& comm, int64_t value) {
@@ -104,6 +119,7 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   }
 
   comm.barrier()->wait();  // start the clocks together
+  const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
   std::string ran;  // the algorithm the communicator picked (sendrecv/barrier: per op)
   for (int i = 0; i < iters; ++i) {
@@ -112,6 +128,7 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
     if (i == 0 && pending.first) ran = pending.first->algorithm();
   }
   const double seconds = seconds_since(start) / iters;
+  const double cpu_seconds = (process_cpu_seconds() - cpu_start) / iters;
 
   BenchRecord record;
   record.op = std::string(spec.name);
@@ -125,6 +142,7 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   record.iters = iters;
   record.in_place = shape.in_place;
   record.time_us = agree_max(comm, seconds) * 1e6;
+  record.cpu_us_per_op = sum_over_ranks(comm, cpu_seconds) * 1e6;
   fill_bandwidth(record, spec.busbw_factor(shape.size));
 
   if (options.check) {

@@ -42,6 +42,11 @@ std::string json_number(double value) {
 
 }  // namespace
 
+std::optional<double> BenchRecord::cpu_s_per_gb() const {
+  if (bytes == 0) return std::nullopt;
+  return (cpu_us_per_op * 1e-6) / (static_cast<double>(bytes) * 1e-9);
+}
+
 void fill_bandwidth(BenchRecord& record, double busbw_factor) {
   record.algbw_gbps = record.time_us > 0 ? record.bytes / (record.time_us * 1e3) : 0.0;
   record.busbw_gbps = record.algbw_gbps * busbw_factor;
@@ -59,14 +64,16 @@ std::string format_header(const std::string& op, int ranks, const std::string& d
 
 std::string format_table_header() {
   return "#       size      count   type  redop        algo   root   time(us)  algbw(GB/s)"
-         "  busbw(GB/s)  #wrong\n";
+         "  busbw(GB/s)  cpu(s/GB)  #wrong\n";
 }
 
 std::string format_table_row(const BenchRecord& r) {
   const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
-  return printf_string("%12zu %10zu %6s %6s %11s %6d %10.2f %12.3f %12.3f %7s\n", r.bytes,
+  const std::optional<double> cpu = r.cpu_s_per_gb();
+  const std::string cpu_text = cpu ? printf_string("%.3g", *cpu) : "N/A";
+  return printf_string("%12zu %10zu %6s %6s %11s %6d %10.2f %12.3f %12.3f %10s %7s\n", r.bytes,
                        r.count, r.dtype.c_str(), r.redop.c_str(), r.algo.c_str(), r.root,
-                       r.time_us, r.algbw_gbps, r.busbw_gbps, wrong.c_str());
+                       r.time_us, r.algbw_gbps, r.busbw_gbps, cpu_text.c_str(), wrong.c_str());
 }
 
 std::string format_average(const std::vector<BenchRecord>& records) {
@@ -91,6 +98,9 @@ std::string format_json_line(const BenchRecord& r) {
   out += ",\"time_us\":" + json_number(r.time_us);
   out += ",\"algbw_GBps\":" + json_number(r.algbw_gbps);
   out += ",\"busbw_GBps\":" + json_number(r.busbw_gbps);
+  out += ",\"cpu_us_per_op\":" + json_number(r.cpu_us_per_op);
+  const std::optional<double> cpu = r.cpu_s_per_gb();
+  out += ",\"cpu_s_per_GB\":" + (cpu ? json_number(*cpu) : std::string("null"));
   out += ",\"wrong\":" + (r.wrong ? std::to_string(*r.wrong) : std::string("null"));
   return out + "}";
 }

@@ -25,7 +25,13 @@ struct BenchRecord {
   double time_us = 0;
   double algbw_gbps = 0;
   double busbw_gbps = 0;
+  // CPU time (user + sys, every thread of every rank) during the timed loop, so that spin
+  // and block waits can be compared on energy, not only on time.
+  double cpu_us_per_op = 0;
   std::optional<int64_t> wrong;  // set only with --check
+
+  // CPU-seconds per GB of `bytes` moved; unset for zero-byte ops (barrier).
+  std::optional<double> cpu_s_per_gb() const;
 };
 
 // algbw = bytes / time in GB/s (1e9 bytes/s), busbw = algbw * factor.
