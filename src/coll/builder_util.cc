@@ -348,6 +348,15 @@ void recv_staged_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, Stagin
   });
 }
 
+bool recv_combine_chunks(ScheduleBuilder& b, int peer, Slice own, Slice acc, bool acc_holds_own,
+                         StagingRing& ring, size_t chunk) {
+  if (acc_holds_own)
+    recv_staged_reduce_chunks(b, peer, acc, ring, chunk);
+  else
+    b.recv_then_reduce_chunks(peer, acc, own, chunk);
+  return true;
+}
+
 void recv_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
                         size_t chunk) {
   for_each_chunk(accum.count, chunk, [&](size_t off, size_t n) {

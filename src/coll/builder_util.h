@@ -181,6 +181,11 @@ class StagingRing {
 // does not wait for earlier reductions into accum (only for its slot to be free).
 void recv_staged_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
                                size_t chunk);
+// Receives `peer`'s whole vector and combines it with this rank's into acc: straight from
+// `own` (acc = own (op) received) while acc does not hold our data yet, else through
+// staging. Returns true: afterwards acc holds the combination.
+bool recv_combine_chunks(ScheduleBuilder& b, int peer, Slice own, Slice acc, bool acc_holds_own,
+                         StagingRing& ring, size_t chunk);
 // Per chunk: one fused recv_reduce through a staging slot.
 void recv_reduce_chunks(ScheduleBuilder& b, int peer, Slice accum, StagingRing& ring,
                         size_t chunk);

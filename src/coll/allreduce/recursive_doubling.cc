@@ -27,21 +27,9 @@ Schedule build_allreduce_recursive_doubling(const CollArgs& args) {
   StagingRing ring(b, chunk ? std::min(chunk, count) : count, chunk ? 2 : 1);
   auto exchange = [&](int peer) {
     b.send_chunks(peer, holds ? acc : own, chunk);
-    if (holds) {
-      recv_staged_reduce_chunks(b, peer, acc, ring, chunk);
-    } else {
-      b.recv_then_reduce_chunks(peer, acc, own, chunk);
-    }
-    holds = true;
+    holds = recv_combine_chunks(b, peer, own, acc, holds, ring, chunk);
   };
-  if (fold.absorbs) {
-    if (holds) {
-      recv_staged_reduce_chunks(b, fold.partner, acc, ring, chunk);
-    } else {
-      b.recv_then_reduce_chunks(fold.partner, acc, own, chunk);
-    }
-    holds = true;
-  }
+  if (fold.absorbs) holds = recv_combine_chunks(b, fold.partner, own, acc, holds, ring, chunk);
   for (int mask = 1; mask < fold.p2; mask <<= 1) exchange(fold.inner.rank(fold.inner.pos ^ mask));
   if (!holds) b.copy(own, acc);
   if (fold.absorbs) b.send_chunks(fold.partner, acc, chunk);

@@ -21,13 +21,8 @@ Schedule build_reduce_halving_doubling(const CollArgs& args) {
   }
   bool holds = args.in_place;
   if (fold.absorbs) {
-    if (holds) {
-      StagingRing ring(b, chunk ? std::min(chunk, count) : count, chunk ? 2 : 1);
-      recv_reduce_chunks(b, fold.partner, acc, ring, chunk);
-    } else {
-      b.recv_then_reduce_chunks(fold.partner, acc, own, chunk);
-    }
-    holds = true;
+    StagingRing ring(b, chunk ? std::min(chunk, count) : count, chunk ? 2 : 1);
+    holds = recv_combine_chunks(b, fold.partner, own, acc, holds, ring, chunk);
   }
   std::vector<Range> blocks;
   for (int k = 0; k < fold.p2; ++k) blocks.push_back(even_block(count, fold.p2, k));
