@@ -33,11 +33,14 @@ struct SettingRow {
 // The accepted words of each enum setting: parsing, the type column and the error messages
 // all read these lists.
 using Choices = std::span<const std::string_view>;
-constexpr std::string_view kTransports[] = {"auto", "tcp"};
+constexpr std::string_view kTransports[] = {"auto", "tcp", "shm"};
+constexpr std::string_view kCmaModes[] = {"auto", "on", "off"};
 constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug"};
 constexpr std::string_view kWaitPolicies[] = {"spin", "block", "hybrid"};  // WaitPolicy order
 constexpr std::string_view kAlgoNames[] = {
-    "auto", "naive", "ps", "ring", "halving_doubling", "recursive_doubling", "binomial_tree"};
+    "auto",          "naive",         "ps",
+    "ring",          "halving_doubling", "recursive_doubling",
+    "binomial_tree", "double_binary_tree", "hierarchical"};
 
 constexpr std::string_view kAlgoPrefix = "PLAIT_ALGO_";
 constexpr std::string_view kAlgoOps[] = {
@@ -191,11 +194,25 @@ std::vector<SettingRow> make_rows() {
          return std::to_string(c.connect_timeout.count());
        }},
       {{"PLAIT_TRANSPORT", enum_type(kTransports), "auto",
-        "Transport between ranks; auto picks the best provider per peer"},
+        "Transport between ranks; auto: shm to peers on this host, tcp to the others"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.transport = kTransports[parse_choice(n, v, kTransports)];
        },
        [](const Config& c, const std::string&) { return c.transport; }},
+      {{"PLAIT_HOST_ID", "string", "",
+        "Overrides this rank's host identity (boot id + namespaces); simulates several hosts"},
+       [](Config& c, const std::string&, const std::string& v) { c.host_id = trim(v); },
+       [](const Config& c, const std::string&) { return c.host_id; }},
+      {{"PLAIT_SHM_CMA", enum_type(kCmaModes), "auto",
+        "shm provider: single-copy cross-memory attach (process_vm_readv); off = copy via rings"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.shm_cma = kCmaModes[parse_choice(n, v, kCmaModes)];
+       },
+       [](const Config& c, const std::string&) { return c.shm_cma; }},
+      {{"PLAIT_TUNE_FILE", "string", "",
+        "Cost constants written by `plait tune`; empty = $XDG_CACHE_HOME/plait/tune.conf"},
+       [](Config& c, const std::string&, const std::string& v) { c.tune_file = trim(v); },
+       [](const Config& c, const std::string&) { return c.tune_file; }},
       {{"PLAIT_LOG", enum_type(kLogLevels), "warn",
         "Level of diagnostics on stderr (read once per process by the logger)"},
        [](Config& c, const std::string& n, const std::string& v) {

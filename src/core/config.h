@@ -17,7 +17,10 @@ enum class WaitPolicy { kSpin, kBlock, kHybrid };
 struct Config {
   std::chrono::milliseconds timeout{300000};          // PLAIT_TIMEOUT (ms): every wait
   std::chrono::milliseconds connect_timeout{120000};  // PLAIT_CONNECT_TIMEOUT (ms)
-  std::string transport = "auto";                     // PLAIT_TRANSPORT: auto|tcp
+  std::string transport = "auto";                     // PLAIT_TRANSPORT: auto|tcp|shm
+  std::string host_id;  // PLAIT_HOST_ID: overrides the host identity (simulated hosts)
+  std::string shm_cma = "auto";  // PLAIT_SHM_CMA: auto|on|off, cross-memory attach in shm
+  std::string tune_file;  // PLAIT_TUNE_FILE: tuned cost constants; empty = default path
   std::string log_level = "warn";                     // PLAIT_LOG: error|warn|info|debug
   int tcp_streams = 2;                                // PLAIT_TCP_STREAMS: sockets per peer
   size_t tcp_stripe_bytes = 256 * 1024;               // PLAIT_TCP_STRIPE: striping unit

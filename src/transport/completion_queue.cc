@@ -34,10 +34,27 @@ inline void cpu_relax() {
 #endif
 }
 
+// Brackets a spin so the provider knows someone polls it.
+class PollingScope {
+ public:
+  explicit PollingScope(InlineProgress* p) : p_(p) {
+    if (p_) p_->begin_polling();
+  }
+  ~PollingScope() {
+    if (p_) p_->end_polling();
+  }
+  PollingScope(const PollingScope&) = delete;
+  PollingScope& operator=(const PollingScope&) = delete;
+
+ private:
+  InlineProgress* p_;
+};
+
 }  // namespace
 
-PolicyCompletionQueue::PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time)
-    : policy_(policy), spin_time_(spin_time) {}
+PolicyCompletionQueue::PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time,
+                                             InlineProgress* inline_progress)
+    : policy_(policy), spin_time_(spin_time), inline_(inline_progress) {}
 
 // Both wake under the lock: a consumer may take the completion (or see the interrupt) and
 // destroy the queue right away, so nothing may touch the queue after the lock is released.
@@ -62,6 +79,11 @@ void PolicyCompletionQueue::wake(bool all) {
 }
 
 bool PolicyCompletionQueue::poll(Completion* out) {
+  if (take_queued(out)) return true;
+  return inline_ && inline_->progress() && take_queued(out);
+}
+
+bool PolicyCompletionQueue::take_queued(Completion* out) {
   if (count_.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard lock(mu_);
   if (items_.empty()) return false;
@@ -98,6 +120,7 @@ bool PolicyCompletionQueue::spin_until(Completion* out, Clock::time_point until,
   // yield lets the thread that will produce our completion (a progress thread) run when it
   // shares our core: on an oversubscribed host a pure spin would hold it off for the whole
   // spin budget.
+  PollingScope polling(inline_);
   for (unsigned i = 0;; ++i) {
     if (poll(out)) return true;
     if (interrupted_.load(std::memory_order_relaxed) && take_interrupt()) {

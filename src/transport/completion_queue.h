@@ -22,12 +22,31 @@
 
 namespace plait::transport {
 
+// A provider that can be progressed by a waiting thread (DESIGN.md: progress runs on a
+// progress thread "or inline in wait()"). While a thread spins on a queue it brackets the
+// spin with begin_polling()/end_polling() and calls progress() between probes; a provider
+// may then skip waking its own progress thread (the poller does the work in its stead).
+// end_polling() must leave nothing stranded: what arrived after the last progress() is
+// handed to the provider's own thread.
+class InlineProgress {
+ public:
+  virtual ~InlineProgress() = default;
+  virtual void begin_polling() = 0;
+  virtual void end_polling() = 0;
+  // One pass over the provider's incoming work; true if it did anything.
+  virtual bool progress() = 0;
+};
+
 class PolicyCompletionQueue final : public CompletionQueue {
  public:
-  PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time);
+  // `inline_progress` (may be null) is driven by poll() and by the spin phase of wait(); it
+  // must outlive the queue's last poll/wait.
+  PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time,
+                        InlineProgress* inline_progress = nullptr);
 
   void push(Completion completion);
 
+  // Takes a queued completion; if there is none, runs one inline progress pass and looks again.
   bool poll(Completion* out) override;
   // Returns a queued completion first; otherwise a pending interrupt() makes it return false
   // at once. The interrupt is sticky: one that arrives while nobody waits is consumed by the
@@ -41,11 +60,13 @@ class PolicyCompletionQueue final : public CompletionQueue {
   // Returns false at the deadline or on an interrupt (then *interrupted is set).
   bool spin_until(Completion* out, Clock::time_point until, bool* interrupted = nullptr);
   bool block_until(Completion* out, Clock::time_point until);
+  bool take_queued(Completion* out);
   bool take_interrupt() { return interrupted_.exchange(false, std::memory_order_acq_rel); }
   void wake(bool all);  // with mu_ held
 
   const WaitPolicy policy_;
   const std::chrono::microseconds spin_time_;
+  InlineProgress* const inline_;
 
   std::mutex mu_;
   std::deque<Completion> items_;

@@ -40,6 +40,8 @@
 
 namespace plait::transport {
 
+class MemoryRegistry;
+
 inline constexpr int kAnySource = -1;
 
 enum Access : uint32_t {
@@ -134,6 +136,13 @@ struct FabricOptions {
   // PLAIT_TCP_IFNAME (config.tcp_interface) wins over it. Empty: 127.0.0.1.
   std::string route_hint;
   Config config;
+  // The fabric ranks this provider serves; empty means every other rank. A composite fabric
+  // gives each provider its part (shm: the ranks on this host, tcp: the others); an
+  // operation naming a rank outside the set throws kInvalidUsage.
+  std::vector<int> peers;
+  // Shared by the providers of one composite fabric, so a region has one key for all of
+  // them; null: the provider makes its own.
+  std::shared_ptr<MemoryRegistry> registry;
 };
 
 class Fabric {
@@ -190,6 +199,10 @@ class Fabric {
 // thread. Throws plait::Error (kTimeout naming the ranks that never showed up, kRemote,
 // kSystem, or kInvalidUsage for a wrong job token) within options.config.connect_timeout.
 std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options);
+
+// The shared-memory provider for ranks on this host (see src/transport/shm/). Same contract
+// as create_tcp_fabric; every rank in options.peers must be on this host.
+std::unique_ptr<Fabric> create_shm_fabric(const FabricOptions& options);
 
 // The providers built into this binary and what they can do, for `plait info`.
 std::vector<Capabilities> provider_capabilities(const Config& config);

@@ -64,10 +64,10 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
        {"PLAIT_TIMEOUT", "PLAIT_CONNECT_TIMEOUT", "PLAIT_TRANSPORT", "PLAIT_LOG",
         "PLAIT_TCP_STREAMS", "PLAIT_TCP_STRIPE", "PLAIT_TCP_IFNAME", "PLAIT_EAGER_THRESHOLD",
         "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS",
-        "PLAIT_RUN_GRACE_S"}) {
+        "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 25u);
+  EXPECT_EQ(settings().size(), 28u);
 }
 
 TEST(ConfigRegistry, RunGraceTakesSecondsOrAUnit) {
@@ -115,6 +115,9 @@ TEST(ConfigTimeouts, AcceptMillisecondsAndSuffixes) {
 
 TEST(ConfigEnums, AcceptAnyCaseAndListChoicesOnError) {
   EXPECT_EQ(parse_one("PLAIT_TRANSPORT", "TCP").transport, "tcp");
+  EXPECT_EQ(parse_one("PLAIT_TRANSPORT", "shm").transport, "shm");
+  EXPECT_EQ(parse_one("PLAIT_SHM_CMA", "off").shm_cma, "off");
+  EXPECT_EQ(parse_one("PLAIT_HOST_ID", " node7 ").host_id, "node7");
   EXPECT_EQ(parse_one("PLAIT_LOG", "Debug").log_level, "debug");
   EXPECT_EQ(parse_one("PLAIT_WAIT", "spin").wait_policy, WaitPolicy::kSpin);
   EXPECT_EQ(parse_one("PLAIT_WAIT", "hybrid").wait_policy, WaitPolicy::kHybrid);
