@@ -1,5 +1,7 @@
 #include "coll/comm_engine.h"
 
+#include <sched.h>
+
 #include <cstring>
 
 #include "coll/tags.h"
@@ -21,15 +23,40 @@ uint64_t coll_context(uint64_t seq) {
   return (kCollContext << kKindShift) | ((seq & kGenerationMask) << 32);
 }
 
+// Marks the calling thread as the engine's driver while it holds drive_mu_.
+class DriverMark {
+ public:
+  explicit DriverMark(std::atomic<std::thread::id>& driver) : driver_(driver) {
+    driver_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  }
+  ~DriverMark() { driver_.store(std::thread::id(), std::memory_order_relaxed); }
+  DriverMark(const DriverMark&) = delete;
+  DriverMark& operator=(const DriverMark&) = delete;
+
+ private:
+  std::atomic<std::thread::id>& driver_;
+};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace
 
 CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
-                       std::vector<int> fabric_rank)
+                       std::vector<int> fabric_rank, WaitPolicy policy,
+                       std::chrono::microseconds spin_time)
     : fabric_(std::move(fabric)),
       cq_(fabric_->create_cq()),
       comm_id_(comm_id),
       rank_(rank),
       fabric_rank_(std::move(fabric_rank)),
+      policy_(policy),
+      spin_time_(spin_time),
       sent_(fabric_rank_.size(), 0),
       received_(fabric_rank_.size(), 0),
       control_buf_(kControlBytes) {
@@ -42,6 +69,7 @@ CommEngine::~CommEngine() {
   stop_ = true;
   cq_->interrupt();
   thread_.join();
+  std::lock_guard drive(drive_mu_);  // a waiting thread may still be driving
   // Whatever is left never ran: fail it and make sure the fabric forgets our buffers.
   fabric_->cancel(cq_.get());
   auto gone = std::make_shared<const Error>(
@@ -63,7 +91,7 @@ void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
     }
     submitted_colls_.push_back(std::move(call));
   }
-  cq_->interrupt();
+  start_or_hand_over();
 }
 
 void CommEngine::submit(std::unique_ptr<PointToPointCall> call) {
@@ -75,17 +103,38 @@ void CommEngine::submit(std::unique_ptr<PointToPointCall> call) {
     }
     submitted_p2p_.push_back(std::move(call));
   }
-  cq_->interrupt();
+  start_or_hand_over();
+}
+
+// The caller starts its operation itself when nobody is driving: its first messages leave
+// now, and the completions they cause wake the engine thread if nobody waits. Otherwise the
+// current driver (or the woken engine thread) takes the submission on its next pass.
+void CommEngine::start_or_hand_over() {
+  std::unique_lock drive(drive_mu_, std::try_to_lock);
+  if (!drive.owns_lock()) {
+    cq_->interrupt();
+    return;
+  }
+  DriverMark mark(driver_);
+  run_available();
 }
 
 void CommEngine::abort(const std::string& reason) {
-  std::unique_lock lock(mu_);
-  if (abort_error_) return;
-  if (std::this_thread::get_id() == thread_.get_id()) {
-    lock.unlock();
-    do_abort(reason, true);
+  if (driver_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    do_abort(reason, true);  // called from inside a pass (drive_mu_ is ours already)
     return;
   }
+  {
+    std::unique_lock drive(drive_mu_, std::try_to_lock);
+    if (drive.owns_lock()) {
+      DriverMark mark(driver_);
+      do_abort(reason, true);
+      return;
+    }
+  }
+  // Someone drives (possibly spinning for a long time): ask them, and wait.
+  std::unique_lock lock(mu_);
+  if (abort_error_) return;
   abort_requested_ = true;
   abort_request_ = reason;
   cq_->interrupt();
@@ -100,37 +149,86 @@ std::shared_ptr<const Error> CommEngine::abort_error() const {
 
 void CommEngine::loop() {
   while (!stop_) {
-    // Nothing may escape this thread (it would terminate the host process): a failure here,
-    // e.g. no memory for a schedule's scratch, fails the operation and aborts the communicator.
-    try {
-      step();
-    } catch (const std::exception& e) {
-      log(LogLevel::kError, "rank ", rank_, ": communicator engine: ", e.what());
-      if (active_)
-        active_->call->work->finish(std::make_shared<const Error>(aborted_error(
-            std::string("internal failure: ") + e.what(),
-            {.rank = rank_, .op = std::string(to_string(active_->call->args.op)),
-             .seq = static_cast<int64_t>(active_->call->seq)})));
-      do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true);
+    Clock::time_point wake;
+    {
+      std::lock_guard drive(drive_mu_);
+      DriverMark mark(driver_);
+      wake = run_available();
     }
+    // Sleep without the lock, so a waiting caller can drive; never spin here (the caller
+    // does the spinning). Completions and interrupts (new calls, aborts, stop) wake us.
+    wake = std::min(wake, Clock::now() + kMaxSleep);
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
+    cq_->wait_ready(std::max(left, std::chrono::microseconds(0)));
   }
 }
 
-void CommEngine::step() {
-  take_submissions();
-  if (!active_ && !queued_.empty()) start_next_collective();
-  if (active_ && active_->executor->done()) {
-    finish_collective();
-    return;
+Clock::time_point CommEngine::run_available() {
+  // Nothing may escape: this runs on the engine thread (an exception would terminate the
+  // process) and in user threads that lent themselves. A failure here, e.g. no memory for a
+  // schedule's scratch, fails the operation and aborts the communicator.
+  try {
+    run_available_unguarded();
+  } catch (const std::exception& e) {
+    log(LogLevel::kError, "rank ", rank_, ": communicator engine: ", e.what());
+    if (active_)
+      active_->call->work->finish(std::make_shared<const Error>(aborted_error(
+          std::string("internal failure: ") + e.what(),
+          {.rank = rank_, .op = std::string(to_string(active_->call->args.op)),
+           .seq = static_cast<int64_t>(active_->call->seq)})));
+    do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true);
   }
-  auto wake = std::min(next_deadline(), Clock::now() + kMaxSleep);
-  auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
-  transport::Completion c;
-  if (cq_->wait(&c, std::max(left, std::chrono::microseconds(0)))) {
-    dispatch(c);
-    while (cq_->poll(&c)) dispatch(c);
+  return next_deadline();
+}
+
+void CommEngine::run_available_unguarded() {
+  take_submissions();
+  for (;;) {
+    bool progressed = false;
+    if (!active_ && !queued_.empty()) {
+      start_next_collective();
+      progressed = true;
+    }
+    if (active_ && active_->executor->done()) {
+      finish_collective();
+      continue;
+    }
+    transport::Completion c;
+    while (cq_->poll(&c)) {
+      dispatch(c);
+      progressed = true;
+    }
+    if (!progressed) break;
   }
   check_deadlines();
+}
+
+void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
+  if (policy_ == WaitPolicy::kBlock) return;  // the engine thread does it; we sleep
+  const auto spin_end =
+      policy_ == WaitPolicy::kSpin ? until : std::min(until, Clock::now() + spin_time_);
+  std::lock_guard drive(drive_mu_);  // whoever holds it never sleeps with it
+  DriverMark mark(driver_);
+  cq_->begin_active_polling();
+  // The yield lets a peer rank that shares our core run: on an oversubscribed host a pure
+  // spin would hold off the very message we wait for.
+  for (unsigned i = 1; !work.done(); ++i) {
+    run_available();
+    if (work.done()) break;
+    if ((i & 63) == 0) {
+      if (Clock::now() >= spin_end) break;
+      sched_yield();
+    }
+    cpu_relax();
+  }
+  cq_->end_active_polling();
+}
+
+void CommEngine::drive_once() {
+  std::unique_lock drive(drive_mu_, std::try_to_lock);
+  if (!drive.owns_lock()) return;
+  DriverMark mark(driver_);
+  run_available();
 }
 
 void CommEngine::take_submissions() {

@@ -1,6 +1,14 @@
-// The engine behind one Communicator: a thread that runs collectives one at a time, in issue
-// order, posts point-to-point operations as soon as they arrive, enforces every deadline, and
-// turns any failure into an abort that reaches every peer through a control channel.
+// The engine behind one Communicator: runs collectives one at a time, in issue order, posts
+// point-to-point operations as soon as they arrive, enforces every deadline, and turns any
+// failure into an abort that reaches every peer through a control channel.
+//
+// Who runs it: whoever holds drive_mu_. That is the caller itself when it submits (the
+// operation starts in the caller's thread) and when it waits under the spin or hybrid policy
+// (it polls the completion queue, and with it an inline-progress provider, until its Work is
+// done or its spin budget is spent); otherwise the engine's own thread, which only ever
+// sleeps without the lock and never spins. So a small collective on an idle communicator
+// completes without any thread hand-off, and one left running in the background still
+// progresses.
 //
 // Ownership: the engine owns its completion queue and shares the fabric with the other
 // communicators split from the same parent. Buffers in calls belong to the user until the
@@ -20,6 +28,7 @@
 #include "coll/schedule_executor.h"
 #include "coll/work_impl.h"
 #include "core/clock.h"
+#include "core/config.h"
 #include "transport/fabric.h"
 
 namespace plait::coll {
@@ -48,10 +57,10 @@ struct PointToPointCall {
   std::shared_ptr<WorkImpl> work;
 };
 
-class CommEngine {
+class CommEngine final : public WorkDriver {
  public:
   CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
-             std::vector<int> fabric_rank);
+             std::vector<int> fabric_rank, WaitPolicy policy, std::chrono::microseconds spin_time);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
@@ -63,6 +72,10 @@ class CommEngine {
   void abort(const std::string& reason);
   // Null while healthy; the abort's error afterwards.
   std::shared_ptr<const Error> abort_error() const;
+
+  // WorkDriver: a waiting user thread runs the engine.
+  void drive(const WorkImpl& work, Clock::time_point until) override;
+  void drive_once() override;
 
   const std::shared_ptr<transport::Fabric>& fabric() const { return fabric_; }
   int rank() const { return rank_; }
@@ -83,7 +96,12 @@ class CommEngine {
   };
 
   void loop();
-  void step();  // one round of the loop: new calls, the next collective, completions, deadlines
+  void start_or_hand_over();
+  // Does all that can be done now without waiting: new calls, the next collective,
+  // completions, deadlines. Never throws (a failure aborts). Returns when it next must look.
+  // drive_mu_ held.
+  Clock::time_point run_available();
+  void run_available_unguarded();
   void take_submissions();
   void start_next_collective();
   void finish_collective();
@@ -103,6 +121,13 @@ class CommEngine {
   const std::vector<int> fabric_rank_;
   std::unordered_map<int, int> comm_rank_;
 
+  const WaitPolicy policy_;
+  const std::chrono::microseconds spin_time_;
+
+  // Held by whoever runs the engine; never held while sleeping (see the top of this file).
+  std::mutex drive_mu_;
+  std::atomic<std::thread::id> driver_{};  // the thread holding drive_mu_, for re-entry checks
+
   // Shared with user threads.
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<CollectiveCall>> submitted_colls_;
@@ -114,7 +139,7 @@ class CommEngine {
   std::shared_ptr<const Error> abort_error_;
   std::atomic<bool> stop_{false};
 
-  // Engine thread only.
+  // Guarded by drive_mu_.
   std::deque<std::unique_ptr<CollectiveCall>> queued_;
   // Has an executor whenever set (start_next_collective creates both before returning; if it
   // throws in between, loop() aborts, which clears it).

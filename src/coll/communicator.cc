@@ -53,7 +53,8 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric, ui
   cost_ = CostParams{.alpha_us = model.alpha_us,
                      .beta_bytes_per_us = model.beta_bytes_per_us,
                      .copy_bytes_per_us = model.copy_bytes_per_us};
-  engine_ = std::make_unique<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank));
+  engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
+                                         config_.wait_policy, config_.spin_time);
 }
 
 // Work::wait() without an argument outlasts the operation's own deadline a little, so the
@@ -139,6 +140,7 @@ WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
         ", ", selection.reason);
   }
   log(LogLevel::kDebug, op_name, " #", call->seq, ": ", to_string(selection.info->algorithm));
+  call->work->set_driver(engine_);
   WorkPtr work = call->work;
   engine_->submit(std::move(call));
   return work;
@@ -161,6 +163,7 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
       "send to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")",
       wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "send"});
+  call->work->set_driver(engine_);
   WorkPtr work = call->work;
   engine_->submit(std::move(call));
   return work;
@@ -183,6 +186,7 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   call->work = std::make_shared<WorkImpl>(
       "recv from " + from + " (tag " + std::to_string(tag) + ")", wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "recv"});
+  call->work->set_driver(engine_);
   WorkPtr work = call->work;
   engine_->submit(std::move(call));
   return work;

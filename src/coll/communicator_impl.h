@@ -74,7 +74,7 @@ class CommunicatorImpl : public Communicator {
   std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
   static std::chrono::milliseconds wait_limit(std::chrono::milliseconds op_timeout);
 
-  std::unique_ptr<CommEngine> engine_;
+  std::shared_ptr<CommEngine> engine_;
   std::shared_ptr<Store> store_;
   Config config_;
   std::chrono::milliseconds timeout_;

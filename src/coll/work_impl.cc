@@ -1,15 +1,23 @@
 #include "coll/work_impl.h"
 
+#include <algorithm>
+
 namespace plait::coll {
 
 bool WorkImpl::test() {
-  std::lock_guard lock(mu_);
-  return done_;
+  if (done()) return true;
+  if (auto driver = driver_.lock()) driver->drive_once();
+  return done();
 }
 
 void WorkImpl::wait(std::chrono::milliseconds timeout) {
+  // Bounded so that a huge timeout cannot overflow the clock.
+  const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
+  if (!done()) {
+    if (auto driver = driver_.lock()) driver->drive(*this, until);
+  }
   std::unique_lock lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+  if (!cv_.wait_until(lock, until, [&] { return done_; })) {
     throw timeout_error("Timed out after " + std::to_string(timeout.count()) +
                             " ms waiting for " + description_ +
                             " (it is still pending; its own deadline aborts the communicator)",
@@ -41,6 +49,7 @@ void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t byt
     error_ = std::move(error);
     source_ = source;
     bytes_ = bytes;
+    done_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

@@ -1,14 +1,34 @@
-// The Work handle behind every non-blocking call: completed once by the engine thread,
-// waited on by any number of user threads.
+// The Work handle behind every non-blocking call: completed once by whoever drives the
+// communicator's engine, waited on by any number of user threads.
+//
+// Waiting drives: a thread in wait() or test() first lends itself to the engine (see
+// WorkDriver), so under the spin and hybrid wait policies the operation completes in the
+// waiting thread without a wake-up hop; the condition variable is the fallback for the rest.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "core/clock.h"
 #include "plait/communicator.h"
 
 namespace plait::coll {
+
+class WorkImpl;
+
+// What a waiting thread can lend itself to (the communicator's engine).
+class WorkDriver {
+ public:
+  virtual ~WorkDriver() = default;
+  // Runs the engine in the calling thread until `work` is done, the wait policy's spin
+  // budget is spent or `until` passes, whichever is first. May return at once (block policy).
+  virtual void drive(const WorkImpl& work, Clock::time_point until) = 0;
+  // One non-blocking pass, if nobody else is driving.
+  virtual void drive_once() = 0;
+};
 
 class WorkImpl : public Work {
  public:
@@ -30,12 +50,17 @@ class WorkImpl : public Work {
   // Engine side. The first call wins; later ones are ignored.
   void finish(std::shared_ptr<const Error> error, int source = -1, size_t bytes = 0);
   const std::string& description() const { return description_; }
+  // Lock-free "finished yet?" for drivers' loops.
+  bool done() const { return done_flag_.load(std::memory_order_acquire); }
+  void set_driver(std::weak_ptr<WorkDriver> driver) { driver_ = std::move(driver); }
 
  private:
   const std::string description_;  // "allreduce #3 (4096 bytes)"
   const std::string algorithm_;
   const std::chrono::milliseconds default_timeout_;
   const ErrorContext ctx_;
+  std::weak_ptr<WorkDriver> driver_;
+  std::atomic<bool> done_flag_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

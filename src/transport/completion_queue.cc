@@ -34,20 +34,16 @@ inline void cpu_relax() {
 #endif
 }
 
-// Brackets a spin so the provider knows someone polls it.
+// Brackets a spin: the queue counts an active poller (see begin_active_polling).
 class PollingScope {
  public:
-  explicit PollingScope(InlineProgress* p) : p_(p) {
-    if (p_) p_->begin_polling();
-  }
-  ~PollingScope() {
-    if (p_) p_->end_polling();
-  }
+  explicit PollingScope(CompletionQueue* q) : q_(q) { q_->begin_active_polling(); }
+  ~PollingScope() { q_->end_active_polling(); }
   PollingScope(const PollingScope&) = delete;
   PollingScope& operator=(const PollingScope&) = delete;
 
  private:
-  InlineProgress* p_;
+  CompletionQueue* q_;
 };
 
 }  // namespace
@@ -62,7 +58,37 @@ void PolicyCompletionQueue::push(Completion completion) {
   std::lock_guard lock(mu_);
   items_.push_back(std::move(completion));
   count_.fetch_add(1, std::memory_order_release);
-  wake(false);
+  // An active poller takes it; waking a sleeper would only cost a syscall and a context
+  // switch on a core that the poller's peers need. end_active_polling() covers the handover.
+  if (active_pollers_.load(std::memory_order_seq_cst) == 0) wake(false);
+}
+
+void PolicyCompletionQueue::begin_active_polling() {
+  active_pollers_.fetch_add(1, std::memory_order_seq_cst);
+  if (inline_) inline_->begin_polling();
+}
+
+void PolicyCompletionQueue::end_active_polling() {
+  if (inline_) inline_->end_polling();
+  std::lock_guard lock(mu_);
+  // Under the lock, so a push either saw the poller (and its item is counted here) or woke.
+  if (active_pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && !items_.empty())
+    wake(false);
+}
+
+bool PolicyCompletionQueue::wait_ready(std::chrono::microseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  for (;;) {
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t seen = sequence_.load(std::memory_order_seq_cst);
+    bool ready = count_.load(std::memory_order_acquire) > 0;
+    bool interrupted = !ready && take_interrupt();
+    auto now = Clock::now();
+    if (!ready && !interrupted && now < until) futex_wait(&sequence_, seen, until - now);
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (ready) return true;
+    if (interrupted || now >= until) return count_.load(std::memory_order_acquire) > 0;
+  }
 }
 
 void PolicyCompletionQueue::interrupt() {
@@ -120,7 +146,7 @@ bool PolicyCompletionQueue::spin_until(Completion* out, Clock::time_point until,
   // yield lets the thread that will produce our completion (a progress thread) run when it
   // shares our core: on an oversubscribed host a pure spin would hold it off for the whole
   // spin budget.
-  PollingScope polling(inline_);
+  PollingScope polling(this);
   for (unsigned i = 0;; ++i) {
     if (poll(out)) return true;
     if (interrupted_.load(std::memory_order_relaxed) && take_interrupt()) {

@@ -53,6 +53,9 @@ class PolicyCompletionQueue final : public CompletionQueue {
   // next wait(), so an interrupt racing with the start of a wait is never lost.
   bool wait(Completion* out, std::chrono::microseconds timeout) override;
   void interrupt() override;
+  bool wait_ready(std::chrono::microseconds timeout) override;
+  void begin_active_polling() override;
+  void end_active_polling() override;
 
   size_t size() const { return count_.load(std::memory_order_acquire); }
 
@@ -77,6 +80,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   // does not sleep through the event (it is re-checked by the kernel).
   std::atomic<uint32_t> sequence_{0};
   std::atomic<uint32_t> sleepers_{0};
+  std::atomic<uint32_t> active_pollers_{0};
 };
 
 }  // namespace plait::transport

@@ -95,6 +95,16 @@ class CompletionQueue {
   virtual bool wait(Completion* out, std::chrono::microseconds timeout) = 0;
   // Wakes a thread blocked in wait() without a completion (wait returns false).
   virtual void interrupt() = 0;
+
+  // Sleeps (never spins, never takes a completion) until one is queued, an interrupt
+  // arrives (consumed, as in wait()) or the timeout passes; true if a completion is queued.
+  // For a background thread that must leave completions to whoever drives the work.
+  virtual bool wait_ready(std::chrono::microseconds timeout) = 0;
+  // Brackets a consumer that calls poll() in a loop. Meanwhile pushes wake no sleeper (the
+  // poller takes the completion anyway) and an inline-progress provider is told that
+  // someone polls it; the end wakes a sleeper if completions are left over.
+  virtual void begin_active_polling() = 0;
+  virtual void end_active_polling() = 0;
 };
 
 class MemoryRegion {

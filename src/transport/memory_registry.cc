@@ -73,21 +73,30 @@ RegionRef MemoryRegistry::add(void* addr, size_t length, uint32_t access) {
   if ((access & ~static_cast<uint32_t>(kAccessAll)) != 0)
     throw invalid_usage("register_memory: unknown access flags " + std::to_string(access),
                         {.op = "register_memory"});
-  std::lock_guard lock(mu_);
-  auto region = std::make_shared<RegisteredMemory>(static_cast<char*>(addr), length, access,
-                                                   fresh_key_locked());
-  regions_.emplace(region->key(), region);
+  std::lock_guard listeners_lock(listeners_mu_);
+  RegionRef region;
+  {
+    std::lock_guard lock(mu_);
+    region = std::make_shared<RegisteredMemory>(static_cast<char*>(addr), length, access,
+                                                fresh_key_locked());
+    regions_.emplace(region->key(), region);
+  }
+  for (RegistryListener* l : listeners_) l->on_add(region);
   return region;
 }
 
 void MemoryRegistry::remove(uint64_t key) {
   RegionRef region;
   {
-    std::lock_guard lock(mu_);
-    auto it = regions_.find(key);
-    if (it == regions_.end()) return;
-    region = std::move(it->second);
-    regions_.erase(it);
+    std::lock_guard listeners_lock(listeners_mu_);
+    {
+      std::lock_guard lock(mu_);
+      auto it = regions_.find(key);
+      if (it == regions_.end()) return;
+      region = std::move(it->second);
+      regions_.erase(it);
+    }
+    for (RegistryListener* l : listeners_) l->on_remove(region);
   }
   // New accesses can no longer find the key; this waits out the one in flight, if any.
   std::unique_lock lock(region->mu_);
@@ -102,34 +111,54 @@ RegionRef MemoryRegistry::check(uint64_t key, uint64_t offset, uint64_t length, 
     auto it = regions_.find(key);
     if (it != regions_.end()) region = it->second;
   }
-  const std::string k = "key " + format_key(key);
   if (!region) {
-    *reason = k + " is not registered (never registered, or deregistered)";
+    *reason = unregistered_denial(key);
     return nullptr;
   }
-  if ((region->access() & needed_flag(kind)) == 0) {
-    *reason = k + " does not allow " + kind_name(kind) + " (region access: " +
-              access_names(region->access()) + ")";
-    return nullptr;
-  }
+  *reason = access_denial(key, reinterpret_cast<uintptr_t>(region->base()), region->length(),
+                          region->access(), offset, length, kind);
+  return reason->empty() ? region : nullptr;
+}
+
+std::string unregistered_denial(uint64_t key) {
+  return "key " + format_key(key) + " is not registered (never registered, or deregistered)";
+}
+
+std::string access_denial(uint64_t key, uint64_t base, uint64_t region_length, uint32_t access,
+                          uint64_t offset, uint64_t length, AccessKind kind) {
+  const std::string k = "key " + format_key(key);
+  if ((access & needed_flag(kind)) == 0)
+    return k + " does not allow " + kind_name(kind) + " (region access: " +
+           access_names(access) + ")";
   // Written so that offset + length cannot overflow.
-  if (offset > region->length() || length > region->length() - offset) {
-    *reason = k + " offset " + std::to_string(offset) + " + " + std::to_string(length) +
-              " bytes exceeds region of " + std::to_string(region->length()) + " bytes";
-    return nullptr;
-  }
-  if (kind == AccessKind::kAtomic &&
-      (reinterpret_cast<uintptr_t>(region->base()) + offset) % sizeof(uint64_t) != 0) {
-    *reason = k + " offset " + std::to_string(offset) +
-              " is not 8-byte aligned, as a 64-bit atomic needs";
-    return nullptr;
-  }
-  return region;
+  if (offset > region_length || length > region_length - offset)
+    return k + " offset " + std::to_string(offset) + " + " + std::to_string(length) +
+           " bytes exceeds region of " + std::to_string(region_length) + " bytes";
+  if (kind == AccessKind::kAtomic && (base + offset) % sizeof(uint64_t) != 0)
+    return k + " offset " + std::to_string(offset) +
+           " is not 8-byte aligned, as a 64-bit atomic needs";
+  return {};
 }
 
 size_t MemoryRegistry::size() const {
   std::lock_guard lock(mu_);
   return regions_.size();
+}
+
+void MemoryRegistry::add_listener(RegistryListener* listener) {
+  std::lock_guard listeners_lock(listeners_mu_);
+  std::vector<RegionRef> existing;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, region] : regions_) existing.push_back(region);
+  }
+  for (const RegionRef& region : existing) listener->on_add(region);
+  listeners_.push_back(listener);
+}
+
+void MemoryRegistry::remove_listener(RegistryListener* listener) {
+  std::lock_guard listeners_lock(listeners_mu_);
+  std::erase(listeners_, listener);
 }
 
 }  // namespace plait::transport

@@ -16,6 +16,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "transport/fabric.h"
 
@@ -60,6 +61,27 @@ using RegionRef = std::shared_ptr<RegisteredMemory>;
 // What an access needs, beyond bounds.
 enum class AccessKind { kWrite, kRead, kAtomic };
 
+// Why an access of `length` bytes at `offset` into a region {base, region_length, access}
+// with `key` is refused, or empty when it is allowed: the bounds, access-flag and alignment
+// rules of MemoryRegistry::check() for a region already found. Lets a provider whose
+// initiator checks a published copy of the region (shm) give the target's exact words.
+std::string access_denial(uint64_t key, uint64_t base, uint64_t region_length, uint32_t access,
+                          uint64_t offset, uint64_t length, AccessKind kind);
+// The reason for a key that is not (or no longer) registered.
+std::string unregistered_denial(uint64_t key);
+
+// Told about every region of a registry, for a provider that publishes regions elsewhere
+// (the shm provider: a table in shared memory that peers check and pin without the owner's
+// CPU). Calls are serialized; on_remove() runs inside MemoryRegistry::remove() after the key
+// is unpublished locally and must return only once the listener's own path no longer
+// touches the region's memory. Neither may throw.
+class RegistryListener {
+ public:
+  virtual ~RegistryListener() = default;
+  virtual void on_add(const RegionRef& region) = 0;
+  virtual void on_remove(const RegionRef& region) = 0;
+};
+
 class MemoryRegistry {
  public:
   MemoryRegistry();
@@ -78,9 +100,18 @@ class MemoryRegistry {
 
   size_t size() const;
 
+  // Registers a listener and announces every region registered so far to it (on_add).
+  // The listener must be removed before it is destroyed.
+  void add_listener(RegistryListener* listener);
+  void remove_listener(RegistryListener* listener);
+
  private:
   uint64_t fresh_key_locked();
 
+  // Taken before mu_ by add/remove/add_listener, and held while listeners are called, so a
+  // listener sees each region added once and removed once, in order. Not held by check().
+  std::mutex listeners_mu_;
+  std::vector<RegistryListener*> listeners_;  // guarded by listeners_mu_
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, RegionRef> regions_;
   uint64_t key_state_;  // splitmix64 state, seeded from the OS

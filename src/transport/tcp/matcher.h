@@ -1,18 +1,13 @@
-// Two-sided matching: posted receives against arriving message headers, per (source, tag),
-// in order. Arrival order per source is send order because every header of a message
-// travels on stream 0 and is parsed there in sequence. A header nobody waits for becomes an
-// Unexpected entry (its eager payload buffered, or the sender's rendezvous request kept).
-//
-// The linear scans are deliberate: posted and unexpected lists are short in practice (a few
-// per peer), and any-source receives make an index by source awkward.
+// Two-sided matching of the TCP provider: the shared TagMatcher (transport/tag_matcher.h)
+// over tcp ops. Arrival order per source is send order because every header of a message
+// travels on stream 0 and is parsed there in sequence.
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "transport/tag_matcher.h"
 #include "transport/tcp/op.h"
 
 namespace plait::transport::tcp {
@@ -30,37 +25,14 @@ struct Unexpected {
 };
 using UnexpectedRef = std::shared_ptr<Unexpected>;
 
-class Matcher {
+class Matcher : public TagMatcher<Op, Unexpected> {
  public:
-  struct Arrival {
-    OpRef recv;                // a posted recv, now removed and bound to the source
-    UnexpectedRef unexpected;  // else the new entry, already queued
-  };
-  // A message header from `source`.
+  // A message header from `source`; `sender_op` is kept for a rendezvous request.
   Arrival arrive(int source, uint64_t tag, uint64_t header, uint64_t length, bool rendezvous,
-                 uint64_t sender_op);
-
-  struct Posted {
-    UnexpectedRef match;  // null: the recv is queued
-    bool complete = false;  // the match's payload is there (else the recv claimed it)
-  };
-  // A new recv: the oldest matching unexpected message (removed), else the recv is queued.
-  Posted post(const OpRef& recv);
-
-  // The eager payload of an unexpected entry is all there; returns the recv that claimed it
-  // meanwhile, if any.
-  OpRef payload_complete(const UnexpectedRef& entry);
-
-  // Removes posted recvs that finished (cancelled or failed).
-  void purge_finished();
-  // Drops what can never complete from a failed source: rendezvous requests and eager
-  // messages whose payload was cut off. Complete eager messages stay deliverable.
-  void drop_incomplete_from(int source);
-
- private:
-  mutable std::mutex mu_;
-  std::list<OpRef> posted_;
-  std::list<UnexpectedRef> unexpected_;
+                 uint64_t sender_op) {
+    return TagMatcher::arrive(source, tag, header, length, rendezvous,
+                              [&](Unexpected& e) { e.sender_op = sender_op; });
+  }
 };
 
 }  // namespace plait::transport::tcp

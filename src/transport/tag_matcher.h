@@ -1,0 +1,145 @@
+// Two-sided matching shared by the providers: posted receives against arriving message
+// headers, per (source, tag), in order (MPI's non-overtaking rule), with any-source receives.
+// A header nobody waits for becomes an unexpected entry (its eager payload buffered by the
+// provider, or the sender's rendezvous request kept).
+//
+// The provider supplies the types:
+//   Op     a receive: std::atomic<int> peer (kAnySource until matched), uint64_t tag,
+//          std::atomic<uint64_t> message_length / message_header, bool done() const
+//   Entry  an unexpected message: int source; uint64_t tag, header, length;
+//          bool rendezvous, complete; std::shared_ptr<Op> claimed_by; default-constructible
+//
+// The linear scans are deliberate: posted and unexpected lists are short in practice (a few
+// per peer), and any-source receives make an index by source awkward. The list nodes come
+// from a pool guarded by the matcher's lock, so that posting and matching a receive does not
+// allocate once the pool is warm (the shm provider's eager fast path relies on it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <memory_resource>
+#include <mutex>
+#include <vector>
+
+#include "transport/fabric.h"
+
+namespace plait::transport {
+
+template <typename Op, typename Entry>
+class TagMatcher {
+ public:
+  using OpRef = std::shared_ptr<Op>;
+  using EntryRef = std::shared_ptr<Entry>;
+
+  struct Arrival {
+    OpRef recv;          // a posted recv, now removed and bound to the source
+    EntryRef unexpected;  // else the new entry, already queued
+  };
+  // A message header from `source`. `fill(Entry&)` sets the provider's own fields of a new
+  // unexpected entry before other threads can see it.
+  template <typename Fill>
+  Arrival arrive(int source, uint64_t tag, uint64_t header, uint64_t length, bool rendezvous,
+                 Fill&& fill) {
+    std::lock_guard lock(mu_);
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      OpRef& recv = *it;
+      if (recv->done()) {  // cancelled or failed: drop it on the way
+        it = posted_.erase(it);
+        continue;
+      }
+      if (accepts(*recv, source, tag)) {
+        OpRef matched = std::move(recv);
+        posted_.erase(it);
+        matched->peer.store(source, std::memory_order_relaxed);
+        matched->message_length.store(length, std::memory_order_relaxed);
+        matched->message_header.store(header, std::memory_order_relaxed);
+        return {std::move(matched), nullptr};
+      }
+      ++it;
+    }
+    auto entry = std::make_shared<Entry>();
+    entry->source = source;
+    entry->tag = tag;
+    entry->header = header;
+    entry->length = length;
+    entry->rendezvous = rendezvous;
+    fill(*entry);
+    unexpected_.push_back(entry);
+    return {nullptr, std::move(entry)};
+  }
+
+  Arrival arrive(int source, uint64_t tag, uint64_t header, uint64_t length, bool rendezvous) {
+    return arrive(source, tag, header, length, rendezvous, [](Entry&) {});
+  }
+
+  struct Posted {
+    EntryRef match;         // null: the recv is queued
+    bool complete = false;  // the match's payload is there (else the recv claimed it)
+  };
+  // A new recv: the oldest matching unexpected message (removed), else the recv is queued.
+  Posted post(const OpRef& recv) {
+    std::lock_guard lock(mu_);
+    int want = recv->peer.load(std::memory_order_relaxed);
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      const EntryRef& e = *it;
+      if (e->tag != recv->tag || (want != kAnySource && want != e->source)) continue;
+      EntryRef match = std::move(*it);
+      unexpected_.erase(it);
+      recv->peer.store(match->source, std::memory_order_relaxed);
+      recv->message_length.store(match->length, std::memory_order_relaxed);
+      recv->message_header.store(match->header, std::memory_order_relaxed);
+      bool complete = match->rendezvous || match->complete;
+      if (!complete) match->claimed_by = recv;
+      return {std::move(match), complete};
+    }
+    posted_.push_back(recv);
+    return {};
+  }
+
+  // The eager payload of an unexpected entry is all there; returns the recv that claimed it
+  // meanwhile, if any.
+  OpRef payload_complete(const EntryRef& entry) {
+    std::lock_guard lock(mu_);
+    entry->complete = true;
+    return std::move(entry->claimed_by);
+  }
+
+  // Removes posted recvs that finished (cancelled or failed).
+  void purge_finished() {
+    std::lock_guard lock(mu_);
+    posted_.remove_if([](const OpRef& op) { return op->done(); });
+  }
+  // Drops what can never complete from a failed source: rendezvous requests and eager
+  // messages whose payload was cut off. Complete eager messages stay deliverable.
+  void drop_incomplete_from(int source) {
+    std::lock_guard lock(mu_);
+    unexpected_.remove_if([&](const EntryRef& e) {
+      return e->source == source && (e->rendezvous || !e->complete);
+    });
+  }
+  // The posted recvs that satisfy `pred` (they stay posted; a provider fails them, and
+  // arrive() drops them once done).
+  std::vector<OpRef> posted_if(const std::function<bool(const Op&)>& pred) const {
+    std::lock_guard lock(mu_);
+    std::vector<OpRef> out;
+    for (const OpRef& op : posted_)
+      if (pred(*op)) out.push_back(op);
+    return out;
+  }
+
+ private:
+  static bool accepts(const Op& recv, int source, uint64_t tag) {
+    int want = recv.peer.load(std::memory_order_relaxed);
+    return recv.tag == tag && (want == kAnySource || want == source);
+  }
+
+  mutable std::mutex mu_;
+  // Before the lists: the pool must outlive their nodes. Guarded by mu_ like the lists.
+  std::pmr::unsynchronized_pool_resource pool_;
+  std::pmr::list<OpRef> posted_{&pool_};
+  std::pmr::list<EntryRef> unexpected_{&pool_};
+};
+
+}  // namespace plait::transport
