@@ -9,7 +9,12 @@
 // pipeline (the chain broadcast) does chunking also shorten the critical path, from
 // depth*(a + m*B) to (depth + k - 1)*(a + (m/k)*B). Elsewhere the model charges chunking
 // its latency and nothing else: its gain, overlapping reductions with transfers, is at most
-// the gamma term and is left out so as not to flatter it.
+// the gamma term and is left out so as not to flatter it. The double binary tree, a
+// pipeline too, is credited its overlap the same way the chain broadcast is.
+//
+// Hosts: on a call whose host_of spans hosts, Model charges flat algorithms the inter-host
+// link (CostParams::across_hosts); the hierarchical formula costs each of its levels on
+// its own link (algorithms.h says why).
 #include "coll/algorithms.h"
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 
 #include "coll/builder_util.h"
 #include "coll/builders.h"
+#include "coll/hosts.h"
 
 namespace plait::coll {
 namespace {
@@ -33,7 +39,10 @@ struct Model {
   double esz;    // bytes per element
   size_t chunk;  // elements, 0 = unchunked
 
-  Model(const CollArgs& args, const CostParams& p)
+  Model(const CollArgs& args, const CostParams& params)
+      : Model(spans_hosts(args) ? params.across_hosts() : params, args) {}
+  // `p` already holds the link the call's transfers are charged.
+  Model(const CostParams& p, const CollArgs& args)
       : a(p.alpha_us),
         B(1.0 / p.beta_bytes_per_us),
         G(1.0 / p.gamma_bytes_per_us),
@@ -115,6 +124,46 @@ double allreduce_binomial(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args);
   return x.L * (x.xfer(m) + m * x.G) + x.L * x.xfer(m);
+}
+// Each tree carries a half of h bytes in k chunks of c. The first chunk climbs and comes
+// back down L levels, a parent's link carrying its two children's chunks; every further
+// chunk costs each rank four messages (up and to two children in the tree where it is
+// interior, up in the one where it is a leaf; as many received) and two reductions.
+// Unchunked this is the binomial tree's 2L full-vector steps; pipelined it tends to 2m*B,
+// a ring's bandwidth, with 2L latencies instead of 2(n-1).
+double allreduce_double_binary_tree(const CollArgs& args, const CostParams& p) {
+  Model x(args, p);
+  const double h = bytes_of(args) / 2, k = x.pieces(h), c = h / k;
+  const double fill = 2 * x.L * (x.a + 2 * c * x.B) + x.L * 2 * c * x.G;
+  const double steady = (k - 1) * (4 * (x.a + c * x.B) + 2 * c * x.G);
+  return fill + steady;
+}
+// The busiest host (s ranks) runs a ring reduce-scatter and allgather on the intra link;
+// across hosts, the rank owning the most shards (ceil(s / smallest host's ranks) of m/s
+// each) runs one inter-host allreduce per shard, the one the builder picks, on the
+// inter link. A one-rank host copies its input instead of the intra phases.
+double allreduce_hierarchical(const CollArgs& args, const CostParams& p) {
+  const HostLayout hosts = host_layout(args);
+  const int s = hosts.max_local();
+  CollArgs level = args;
+  level.host_of.clear();
+  level.size = s;
+  const double intra = s > 1 ? allreduce_ring(level, p) : bytes_of(args) / p.copy_bytes_per_us;
+  if (hosts.hosts() == 1) return intra;
+  const size_t shard = (args.count + static_cast<size_t>(s) - 1) / static_cast<size_t>(s);
+  const double owned = std::ceil(static_cast<double>(s) / hosts.min_local());
+  level.size = hosts.hosts();
+  level.count = shard;
+  const CostParams inter = p.across_hosts();
+  const double one = hierarchical_inter_ring(args, hosts.hosts(), shard)
+                         ? allreduce_ring(level, inter)
+                         : allreduce_recursive_doubling(level, inter);
+  return intra + owned * one;
+}
+bool hierarchical_applies(const CollArgs& args) {
+  // One rank per host leaves nothing to do within hosts: the plain algorithms cover it.
+  return args.host_of.size() == static_cast<size_t>(args.size) && spans_hosts(args) &&
+         host_layout(args).max_local() > 1;
 }
 
 // ---- reduce ----
@@ -261,6 +310,10 @@ const std::vector<AlgorithmInfo>& all_algorithms() {
       {O::kAllreduce, A::kRecursiveDoubling, build_allreduce_recursive_doubling,
        allreduce_recursive_doubling},
       {O::kAllreduce, A::kBinomialTree, build_allreduce_binomial_tree, allreduce_binomial},
+      {O::kAllreduce, A::kDoubleBinaryTree, build_allreduce_double_binary_tree,
+       allreduce_double_binary_tree},
+      {O::kAllreduce, A::kHierarchical, build_allreduce_hierarchical, allreduce_hierarchical,
+       hierarchical_applies},
 
       {O::kReduce, A::kNaive, build_reduce_naive, reduce_naive},
       {O::kReduce, A::kBinomialTree, build_reduce_binomial_tree, reduce_binomial},
@@ -316,6 +369,17 @@ const AlgorithmInfo* find_algorithm(CollOp op, Algorithm algorithm) {
     if (info.op == op && info.algorithm == algorithm) return &info;
   }
   return nullptr;
+}
+
+bool hierarchical_inter_ring(const CollArgs& args, int hosts, size_t count) {
+  CollArgs inter;
+  inter.op = CollOp::kAllreduce;
+  inter.size = hosts;
+  inter.dtype = args.dtype;
+  inter.count = count;
+  inter.chunk_count = args.chunk_count;
+  const CostParams defaults;
+  return allreduce_ring(inter, defaults) < allreduce_recursive_doubling(inter, defaults);
 }
 
 std::vector<Algorithm> algorithms_for(CollOp op) {

@@ -146,6 +146,18 @@ void validate_args(const CollArgs& a) {
     default: break;
   }
   if (a.ps_roots < 0) throw invalid_usage(what + ": ps_roots must be >= 0");
+  if (!a.host_of.empty()) {
+    if (a.host_of.size() != static_cast<size_t>(a.size)) {
+      throw invalid_usage(what + ": host_of has " + std::to_string(a.host_of.size()) +
+                          " entries, expected " + std::to_string(a.size) + " (or none)");
+    }
+    for (size_t r = 0; r < a.host_of.size(); ++r) {
+      if (a.host_of[r] < 0) {
+        throw invalid_usage(what + ": host_of[" + std::to_string(r) + "] is " +
+                            std::to_string(a.host_of[r]) + ", host indices must be >= 0");
+      }
+    }
+  }
 }
 
 Region resolve(const BufferLayout& l, Slice s) {

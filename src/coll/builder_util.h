@@ -77,7 +77,7 @@ std::vector<Range> send_blocks(const CollArgs& args);
 std::vector<Range> covered_runs(std::vector<Range> blocks);
 
 // Throws plait::Error (invalid usage) when args cannot describe a call: rank or root out of
-// range, v-variant vectors of the wrong length, an unknown op.
+// range, v-variant vectors or host_of of the wrong length, a negative host index.
 void validate_args(const CollArgs& args);
 
 // A slice after in-place aliasing is resolved: which physical buffer, which elements.

@@ -15,6 +15,8 @@ Schedule build_allreduce_ring(const CollArgs& args);
 Schedule build_allreduce_halving_doubling(const CollArgs& args);
 Schedule build_allreduce_recursive_doubling(const CollArgs& args);
 Schedule build_allreduce_binomial_tree(const CollArgs& args);
+Schedule build_allreduce_double_binary_tree(const CollArgs& args);
+Schedule build_allreduce_hierarchical(const CollArgs& args);  // any host_of, empty included
 
 Schedule build_reduce_naive(const CollArgs& args);
 Schedule build_reduce_binomial_tree(const CollArgs& args);

@@ -232,7 +232,6 @@ void CommEngine::drive_once() {
 }
 
 void CommEngine::take_submissions() {
-  std::deque<std::unique_ptr<PointToPointCall>> p2p;
   std::string abort_reason;
   bool abort_now = false;
   {
@@ -241,14 +240,19 @@ void CommEngine::take_submissions() {
       queued_.push_back(std::move(submitted_colls_.front()));
       submitted_colls_.pop_front();
     }
-    p2p.swap(submitted_p2p_);
+    // Swapped into a member: a fresh std::deque allocates even when empty.
+    if (!submitted_p2p_.empty()) taken_p2p_.swap(submitted_p2p_);
     if (abort_requested_) {
       abort_now = true;
       abort_requested_ = false;
       abort_reason = abort_request_;
     }
   }
-  for (auto& call : p2p) post(std::move(call));
+  while (!taken_p2p_.empty()) {
+    std::unique_ptr<PointToPointCall> call = std::move(taken_p2p_.front());
+    taken_p2p_.pop_front();
+    post(std::move(call));
+  }
   if (abort_now) do_abort(abort_reason, true);
 }
 
@@ -270,7 +274,7 @@ void CommEngine::start_next_collective() {
   const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
                          .seq = static_cast<int64_t>(call.seq)};
   try {
-    active->schedule = call.algorithm->build(call.args);
+    active->schedule = schedules_.get(*call.algorithm, call.args);
   } catch (const Error& e) {
     call.work->finish(std::make_shared<const Error>(e.with_context(ctx)));
     return;
@@ -296,9 +300,14 @@ void CommEngine::start_next_collective() {
                   .comm_id = comm_id_, .sent = &sent_, .received = &received_};
   const size_t elem = dtype_size(call.args.dtype);
   ExecBuffers buffers{.input = call.input, .output = call.output,
-                      .scratch = scratch(run->schedule.scratch_count * elem)};
-  run->executor = std::make_unique<ScheduleExecutor>(run->schedule, buffers, sig, peers, rank_,
-                                                     coll_context(call.seq));
+                      .scratch = scratch(run->schedule->scratch_count * elem)};
+  if (spare_executor_) {
+    run->executor = std::move(spare_executor_);
+    run->executor->reset(*run->schedule, buffers, sig, peers, rank_, coll_context(call.seq));
+  } else {
+    run->executor = std::make_unique<ScheduleExecutor>(*run->schedule, buffers, sig, peers, rank_,
+                                                       coll_context(call.seq));
+  }
   run->executor->start();
 }
 
@@ -310,6 +319,7 @@ void CommEngine::finish_collective() {
     if (call.avg_data && call.avg_count > 0)
       scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);
     call.work->finish(nullptr);
+    spare_executor_ = std::move(done->executor);
     return;
   }
   const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "coll/algorithms.h"
+#include "coll/schedule_cache.h"
 #include "coll/schedule_executor.h"
 #include "coll/work_impl.h"
 #include "core/clock.h"
@@ -86,7 +87,7 @@ class CommEngine final : public WorkDriver {
  private:
   struct ActiveCollective {
     std::unique_ptr<CollectiveCall> call;
-    Schedule schedule;
+    std::shared_ptr<const Schedule> schedule;
     std::unique_ptr<ScheduleExecutor> executor;
     Deadline deadline{Clock::now()};
   };
@@ -144,10 +145,13 @@ class CommEngine final : public WorkDriver {
   // Has an executor whenever set (start_next_collective creates both before returning; if it
   // throws in between, loop() aborts, which clears it).
   std::unique_ptr<ActiveCollective> active_;
+  std::unique_ptr<ScheduleExecutor> spare_executor_;  // the last one, kept for its memory
+  std::deque<std::unique_ptr<PointToPointCall>> taken_p2p_;
   std::unordered_map<uint64_t, ActivePointToPoint> p2p_;
   uint64_t next_p2p_id_ = 1;
   std::vector<uint64_t> sent_, received_;  // collective messages per peer (tags.h)
   std::vector<char> scratch_;
+  ScheduleCache schedules_;
   std::vector<char> control_buf_;
   std::string abort_notice_;  // the text sent to peers; lives until the sends are done
   std::thread thread_;

@@ -16,8 +16,6 @@ std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
   if (!bootstrap.store) throw invalid_usage("bootstrap has no store");
   set_log_rank(bootstrap.rank);
   Config config = Config::from_env();
-  if (config.transport != "auto" && config.transport != "tcp")
-    throw invalid_usage("PLAIT_TRANSPORT=" + config.transport + " is not available; use tcp");
   auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
 
   // Several communicators may be created over one store: number the instances so that each
@@ -34,25 +32,43 @@ std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
                                           .job_token = bootstrap.job_token,
                                           .route_hint = bootstrap.store_host,
                                           .config = config};
-  std::shared_ptr<transport::Fabric> fabric = transport::create_tcp_fabric(fabric_options);
+  auto topology = std::make_shared<transport::FabricTopology>();
+  std::shared_ptr<transport::Fabric> fabric =
+      transport::create_fabric(fabric_options, topology.get());
   std::vector<int> ranks(bootstrap.size);
   for (int r = 0; r < bootstrap.size; ++r) ranks[r] = r;
-  return std::make_shared<coll::CommunicatorImpl>(std::move(fabric), /*comm_id=*/1,
-                                                  bootstrap.rank, std::move(ranks), store,
-                                                  config, timeout);
+  return std::make_shared<coll::CommunicatorImpl>(std::move(fabric), std::move(topology),
+                                                  /*comm_id=*/1, bootstrap.rank, std::move(ranks),
+                                                  store, config, timeout);
 }
 
 namespace coll {
 
-CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id,
-                                   int rank, std::vector<int> fabric_rank,
+CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
+                                   std::shared_ptr<const transport::FabricTopology> topology,
+                                   uint32_t comm_id, int rank, std::vector<int> fabric_rank,
                                    std::shared_ptr<Store> store, Config config,
                                    std::chrono::milliseconds timeout)
-    : store_(std::move(store)), config_(std::move(config)), timeout_(timeout) {
-  const transport::CostModel& model = fabric->cost_model();
-  cost_ = CostParams{.alpha_us = model.alpha_us,
-                     .beta_bytes_per_us = model.beta_bytes_per_us,
-                     .copy_bytes_per_us = model.copy_bytes_per_us};
+    : topology_(std::move(topology)),
+      store_(std::move(store)),
+      config_(std::move(config)),
+      timeout_(timeout) {
+  // Hosts of this communicator's members, numbered 0.. in order of first appearance; left
+  // empty when they all share one host (nothing hierarchical to exploit).
+  std::vector<int> hosts;
+  for (int f : fabric_rank) hosts.push_back(topology_->host_of.empty() ? 0 : topology_->host_of[f]);
+  std::vector<int> renumbered(hosts.size());
+  std::map<int, int> index;
+  for (size_t r = 0; r < hosts.size(); ++r)
+    renumbered[r] = index.emplace(hosts[r], static_cast<int>(index.size())).first->second;
+  if (index.size() > 1) host_of_ = std::move(renumbered);
+  cost_ = CostParams{.alpha_us = topology_->intra.alpha_us,
+                     .beta_bytes_per_us = topology_->intra.beta_bytes_per_us,
+                     .copy_bytes_per_us = topology_->intra.copy_bytes_per_us};
+  if (!host_of_.empty()) {
+    cost_.inter_alpha_us = topology_->inter.alpha_us;
+    cost_.inter_beta_bytes_per_us = topology_->inter.beta_bytes_per_us;
+  }
   engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
                                          config_.wait_policy, config_.spin_time);
 }
@@ -93,7 +109,39 @@ CollArgs CommunicatorImpl::base_args(CollOp op, DataType dtype, ReduceOp redop, 
   args.root = root;
   args.count = count;
   args.ps_roots = config_.ps_roots;
+  args.host_of = host_of_;
   return args;
+}
+
+// Work::algorithm() hands out a reference: one string per algorithm, made once.
+static const std::string& algorithm_name(Algorithm a) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int i = 0; i < 256; ++i) {
+      std::string_view name = to_string(static_cast<Algorithm>(i));
+      if (name == "?") break;
+      v.emplace_back(name);
+    }
+    return v;
+  }();
+  return names.at(static_cast<size_t>(a));
+}
+
+// The cost model ranks every algorithm and explains its choice in text; that costs more than
+// a small collective over shared memory, so each plain shape (no per-rank counts) is
+// decided once.
+Selection CommunicatorImpl::select(const CollArgs& args, const std::string& choice) {
+  if (!args.counts.empty() || !args.send_counts.empty())
+    return select_algorithm(args, choice, config_, cost_);
+  SelectionKey key{static_cast<int>(args.op), static_cast<int>(args.dtype),
+                   static_cast<int>(args.redop), args.root, args.count, args.in_place, choice};
+  std::lock_guard lock(select_mu_);
+  auto it = selections_.find(key);
+  if (it != selections_.end()) return it->second;
+  Selection s = select_algorithm(args, choice, config_, cost_);
+  if (selections_.size() >= 1024) selections_.clear();
+  selections_.emplace(std::move(key), s);
+  return s;
 }
 
 WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
@@ -101,7 +149,7 @@ WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
   const std::string op_name(to_string(c.args.op));
   const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;
   c.args.chunk_count = std::max<size_t>(1, chunk_bytes / elem);
-  Selection selection = select_algorithm(c.args, opts.algorithm, config_, cost_);
+  const Selection selection = select(c.args, opts.algorithm);
 
   auto call = std::make_unique<CollectiveCall>();
   call->algorithm = selection.info;
@@ -129,9 +177,10 @@ WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
   call->seq = seq_++;
   size_t total = call->args.count * elem;
   call->work = std::make_shared<WorkImpl>(
-      op_name + " #" + std::to_string(call->seq) + " (" + std::to_string(total) + " bytes)",
-      wait_limit(call->timeout), ErrorContext{.rank = rank(), .op = op_name, .seq = static_cast<int64_t>(call->seq)},
-      std::string(to_string(selection.info->algorithm)));
+      WorkLabel{.op = to_string(call->args.op), .seq = static_cast<int64_t>(call->seq), .bytes = total},
+      wait_limit(call->timeout),
+      ErrorContext{.rank = rank(), .op = op_name, .seq = static_cast<int64_t>(call->seq)},
+      &algorithm_name(selection.info->algorithm));
   auto key = std::make_tuple(static_cast<int>(call->args.op), static_cast<int>(call->args.dtype),
                              call->args.count, static_cast<int>(selection.info->algorithm));
   if (log_enabled(LogLevel::kInfo) && logged_.size() < 4096 && logged_.insert(key).second) {
@@ -160,7 +209,7 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
   call->tag = tag;
   call->timeout = timeout_for(opts);
   call->work = std::make_shared<WorkImpl>(
-      "send to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")",
+      WorkLabel{.op = "send", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "send"});
   call->work->set_driver(engine_);
@@ -182,9 +231,9 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   call->peer = peer;
   call->tag = tag;
   call->timeout = timeout_for(opts);
-  std::string from = peer == kAnySource ? "any rank" : "rank " + std::to_string(peer);
   call->work = std::make_shared<WorkImpl>(
-      "recv from " + from + " (tag " + std::to_string(tag) + ")", wait_limit(call->timeout),
+      WorkLabel{.op = "recv", .bytes = call->bytes, .peer = peer, .tag = tag},
+      wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "recv"});
   call->work->set_driver(engine_);
   WorkPtr work = call->work;
@@ -213,7 +262,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
       std::find(members.begin(), members.end(), rank()) - members.begin());
   std::vector<int> fabric_ranks;
   for (int m : members) fabric_ranks.push_back(engine_->fabric_rank(m));
-  return std::make_shared<CommunicatorImpl>(engine_->fabric(), static_cast<uint32_t>(ids[members.front()]),
+  return std::make_shared<CommunicatorImpl>(engine_->fabric(), topology_,
+                                            static_cast<uint32_t>(ids[members.front()]),
                                             new_rank, std::move(fabric_ranks), store_, config_,
                                             timeout_);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <mutex>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -15,9 +16,10 @@ namespace plait::coll {
 
 class CommunicatorImpl : public Communicator {
  public:
-  CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
-                   std::vector<int> fabric_rank, std::shared_ptr<Store> store, Config config,
-                   std::chrono::milliseconds timeout);
+  CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
+                   std::shared_ptr<const transport::FabricTopology> topology, uint32_t comm_id,
+                   int rank, std::vector<int> fabric_rank, std::shared_ptr<Store> store,
+                   Config config, std::chrono::milliseconds timeout);
 
   int rank() const override { return engine_->rank(); }
   int size() const override { return engine_->size(); }
@@ -69,11 +71,14 @@ class CommunicatorImpl : public Communicator {
   };
   CollArgs base_args(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count) const;
   WorkPtr enqueue(Call call, const CallOptions& opts);
+  Selection select(const CollArgs& args, const std::string& choice);
   void check_root(int root, const char* op) const;
   void check_buffer(const void* p, size_t elems, const char* what, const char* op) const;
   std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
   static std::chrono::milliseconds wait_limit(std::chrono::milliseconds op_timeout);
 
+  std::shared_ptr<const transport::FabricTopology> topology_;  // of the whole fabric
+  std::vector<int> host_of_;  // per member: host index (CollArgs::host_of); empty: one host
   std::shared_ptr<CommEngine> engine_;
   std::shared_ptr<Store> store_;
   Config config_;
@@ -82,6 +87,10 @@ class CommunicatorImpl : public Communicator {
   std::mutex mu_;  // orders calls: sequence numbers follow issue order
   uint64_t seq_ = 0;
   std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged
+  // (op, dtype, redop, root, count, in_place, the call's algorithm choice) -> selection
+  using SelectionKey = std::tuple<int, int, int, int, size_t, bool, std::string>;
+  std::mutex select_mu_;
+  std::map<SelectionKey, Selection> selections_;
 };
 
 }  // namespace plait::coll

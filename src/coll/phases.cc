@@ -240,6 +240,43 @@ void recursive_doubling_allgather(ScheduleBuilder& b, const Group& g, const Doub
   }
 }
 
+// ---- allreduce among a group ----
+
+void ring_allreduce_in_place(ScheduleBuilder& b, const Group& g, Slice data) {
+  const int n = g.n();
+  if (n == 1) return;
+  auto block = [&](int k) {
+    const Range r = even_block(data.count, n, k);
+    return sub(data, r.offset, r.count);
+  };
+  // Any final block of the form pos + c lines the ring up; pos keeps it simple.
+  ring_reduce_scatter(b, g,
+                      {.final_block = g.pos,
+                       .own = block,
+                       .acc = [&](int k, int) { return block(k); },
+                       .acc_holds_own = true});
+  ring_allgather(b, g, {.first_block = g.pos, .dst = block, .held = nullptr});
+}
+
+void recursive_doubling_allreduce_in_place(ScheduleBuilder& b, const Group& g, Slice data) {
+  if (g.n() == 1) return;
+  const size_t chunk = b.chunk();
+  const Fold fold = fold_to_pow2(g);
+  if (fold.sits_out) {
+    b.send_chunks(fold.partner, data, chunk);
+    b.recv_chunks(fold.partner, data, chunk);
+    return;
+  }
+  StagingRing ring(b, chunk ? std::min(chunk, data.count) : data.count, chunk ? 2 : 1);
+  if (fold.absorbs) recv_staged_reduce_chunks(b, fold.partner, data, ring, chunk);
+  for (int mask = 1; mask < fold.p2; mask <<= 1) {
+    const int peer = fold.inner.rank(fold.inner.pos ^ mask);
+    b.send_chunks(peer, data, chunk);
+    recv_staged_reduce_chunks(b, peer, data, ring, chunk);
+  }
+  if (fold.absorbs) b.send_chunks(fold.partner, data, chunk);
+}
+
 // ---- in-order reduction ----
 
 void reduce_in_order(ScheduleBuilder& b, std::vector<Contribution> parts, Slice target) {

@@ -105,6 +105,16 @@ struct Doubling {
 // Recursive doubling: every position's block reaches dst on every member.
 void recursive_doubling_allgather(ScheduleBuilder& b, const Group& g, const Doubling& spec);
 
+// ---- allreduce among a group, in place ----
+// `data` already holds this member's contribution and ends up holding the reduction over
+// the group's members; every member passes a slice of the same count. Ranks outside g
+// take no part, so several groups can run side by side on disjoint slices.
+
+// Ring reduce-scatter then ring allgather: 2(n-1) steps, 2(n-1)/n of data per member.
+void ring_allreduce_in_place(ScheduleBuilder& b, const Group& g, Slice data);
+// Full-slice exchanges in log2 rounds (folding a non-power-of-two group first).
+void recursive_doubling_allreduce_in_place(ScheduleBuilder& b, const Group& g, Slice data);
+
 // ---- one rank combining many contributions ----
 
 struct Contribution {

@@ -31,6 +31,8 @@ std::string_view to_string(Algorithm algo) {
     case Algorithm::kHalvingDoubling: return "halving_doubling";
     case Algorithm::kRecursiveDoubling: return "recursive_doubling";
     case Algorithm::kBinomialTree: return "binomial_tree";
+    case Algorithm::kDoubleBinaryTree: return "double_binary_tree";
+    case Algorithm::kHierarchical: return "hierarchical";
   }
   return "?";
 }
@@ -38,7 +40,8 @@ std::string_view to_string(Algorithm algo) {
 bool parse_algorithm(std::string_view name, Algorithm* out) {
   for (Algorithm a : {Algorithm::kAuto, Algorithm::kNaive, Algorithm::kPs, Algorithm::kRing,
                       Algorithm::kHalvingDoubling, Algorithm::kRecursiveDoubling,
-                      Algorithm::kBinomialTree}) {
+                      Algorithm::kBinomialTree, Algorithm::kDoubleBinaryTree,
+                      Algorithm::kHierarchical}) {
     if (to_string(a) == name) {
       *out = a;
       return true;

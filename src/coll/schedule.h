@@ -50,6 +50,8 @@ enum class Algorithm : uint8_t {
   kHalvingDoubling,     // recursive halving reduce-scatter + recursive doubling allgather
   kRecursiveDoubling,   // full-size exchanges in log2(n) rounds (latency-optimal)
   kBinomialTree,        // binomial tree (reduce / broadcast / gather / scatter)
+  kDoubleBinaryTree,    // two complementary binary trees, half the vector each (NCCL 2.4)
+  kHierarchical,        // two levels: within each host, then across hosts (CollArgs::host_of)
 };
 std::string_view to_string(Algorithm algo);  // "naive", "ps", "ring", "halving_doubling", ...
 bool parse_algorithm(std::string_view name, Algorithm* out);
@@ -156,6 +158,12 @@ struct CollArgs {
   bool in_place = false;
   size_t chunk_count = 0;  // pipelining unit in elements; 0 = do not split transfers
   int ps_roots = 0;        // k for Algorithm::kPs; 0 = min(size, 4)
+  // Host index of every communicator rank (size entries, any non-negative values; equal
+  // values = same host), or empty: all ranks on one host. Every rank passes the same
+  // vector. Algorithm::kHierarchical builds its two levels from it, and the cost model
+  // charges every other algorithm the inter-host link when it names two or more hosts
+  // (CostParams::inter_*). Ranks of one host need not be contiguous.
+  std::vector<int> host_of;
 };
 
 }  // namespace plait::coll

@@ -75,7 +75,7 @@ std::string check_args(std::span<const CollArgs> args, std::span<const Schedule>
              std::to_string(args.size());
     }
     if (a.op != a0.op || a.dtype != a0.dtype || a.redop != a0.redop || a.root != a0.root ||
-        a.count != a0.count) {
+        a.count != a0.count || a.host_of != a0.host_of) {
       return "rank " + std::to_string(r) + " describes a different call than rank 0";
     }
   }

@@ -14,25 +14,35 @@ constexpr uint8_t kWaiting = 0, kIssued = 1, kDone = 2;
 
 ScheduleExecutor::ScheduleExecutor(const Schedule& schedule, ExecBuffers buffers,
                                    const Signature& signature, const ExecPeers& peers, int rank,
-                                   uint64_t context_base)
-    : schedule_(schedule),
-      buffers_(buffers),
-      signature_(signature),
-      signature_word_(signature.pack()),
-      peers_(peers),
-      rank_(rank),
-      context_base_(context_base),
-      elem_(dtype_size(signature.dtype)) {
-  const size_t n = schedule_.steps.size();
+                                   uint64_t context_base) {
+  reset(schedule, buffers, signature, peers, rank, context_base);
+}
+
+void ScheduleExecutor::reset(const Schedule& schedule, ExecBuffers buffers,
+                             const Signature& signature, const ExecPeers& peers, int rank,
+                             uint64_t context_base) {
+  schedule_ = &schedule;
+  buffers_ = buffers;
+  signature_ = signature;
+  signature_word_ = signature.pack();
+  peers_ = peers;
+  rank_ = rank;
+  context_base_ = context_base;
+  elem_ = dtype_size(signature.dtype);
+  completed_ = 0;
+  error_.reset();
+  ready_.clear();
+  const size_t n = schedule_->steps.size();
   missing_deps_.resize(n);
+  for (auto& d : dependents_) d.clear();
   dependents_.resize(n);
   message_index_.resize(n);
   state_.assign(n, kWaiting);
   // Message numbering follows step order (the matching contract), whatever order steps run in.
   for (StepId id = 0; id < n; ++id) {
-    const Step& s = schedule_.steps[id];
+    const Step& s = schedule_->steps[id];
     missing_deps_[id] = s.dep_count;
-    for (StepId d : schedule_.deps_of(s)) dependents_[d].push_back(id);
+    for (StepId d : schedule_->deps_of(s)) dependents_[d].push_back(id);
     if (s.kind == StepKind::kSend) message_index_[id] = (*peers_.sent)[s.peer]++;
     if (s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce)
       message_index_[id] = (*peers_.received)[s.peer]++;
@@ -50,7 +60,7 @@ char* ScheduleExecutor::address(const Slice& slice) const {
 }
 
 void ScheduleExecutor::start() {
-  for (StepId id = 0; id < schedule_.steps.size(); ++id)
+  for (StepId id = 0; id < schedule_->steps.size(); ++id)
     if (missing_deps_[id] == 0) ready_.push_back(id);
   run_ready();
 }
@@ -65,7 +75,7 @@ void ScheduleExecutor::run_ready() {
 }
 
 void ScheduleExecutor::issue(StepId id) {
-  const Step& s = schedule_.steps[id];
+  const Step& s = schedule_->steps[id];
   state_[id] = kIssued;
   const uint64_t context = context_base_ | id;
   try {
@@ -114,8 +124,8 @@ void ScheduleExecutor::fail(Error error) {
 
 void ScheduleExecutor::on_completion(const transport::Completion& c) {
   const StepId id = static_cast<StepId>(c.context & 0xffffffffu);
-  if (id >= schedule_.steps.size() || state_[id] != kIssued || error_) return;
-  const Step& s = schedule_.steps[id];
+  if (id >= schedule_->steps.size() || state_[id] != kIssued || error_) return;
+  const Step& s = schedule_->steps[id];
   ErrorContext ctx{.peer = s.peer, .bytes = static_cast<int64_t>(c.bytes)};
   const bool is_recv = s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce;
   if (!c.ok()) {
@@ -151,22 +161,22 @@ void ScheduleExecutor::on_completion(const transport::Completion& c) {
 std::string ScheduleExecutor::waiting_for() const {
   std::ostringstream out;
   int shown = 0;
-  for (StepId id = 0; id < schedule_.steps.size() && shown < 4; ++id) {
+  for (StepId id = 0; id < schedule_->steps.size() && shown < 4; ++id) {
     if (state_[id] != kIssued) continue;
-    const Step& s = schedule_.steps[id];
+    const Step& s = schedule_->steps[id];
     if (shown++) out << ", ";
     bool is_send = s.kind == StepKind::kSend;
     out << (is_send ? "send to rank " : "recv from rank ") << s.peer << " ("
         << bytes(is_send ? s.src : (s.kind == StepKind::kRecv ? s.dst : s.src)) << " bytes)";
   }
-  if (shown == 0) out << "nothing issued (" << completed_ << "/" << schedule_.steps.size()
+  if (shown == 0) out << "nothing issued (" << completed_ << "/" << schedule_->steps.size()
                       << " steps done)";
   return out.str();
 }
 
 int ScheduleExecutor::first_waited_peer() const {
-  for (StepId id = 0; id < schedule_.steps.size(); ++id)
-    if (state_[id] == kIssued) return schedule_.steps[id].peer;
+  for (StepId id = 0; id < schedule_->steps.size(); ++id)
+    if (state_[id] == kIssued) return schedule_->steps[id].peer;
   return -1;
 }
 

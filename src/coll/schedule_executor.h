@@ -38,12 +38,16 @@ class ScheduleExecutor {
   // carry the step index.
   ScheduleExecutor(const Schedule& schedule, ExecBuffers buffers, const Signature& signature,
                    const ExecPeers& peers, int rank, uint64_t context_base);
+  // Starts over on another schedule, keeping the memory of the per-step tables (an engine
+  // reuses one executor for every collective, so a small one allocates nothing).
+  void reset(const Schedule& schedule, ExecBuffers buffers, const Signature& signature,
+             const ExecPeers& peers, int rank, uint64_t context_base);
 
   // Issues the first steps. Errors (e.g. a transport refusing a call) end the run.
   void start();
   void on_completion(const transport::Completion& completion);
 
-  bool done() const { return error_ != nullptr || completed_ == schedule_.steps.size(); }
+  bool done() const { return error_ != nullptr || completed_ == schedule_->steps.size(); }
   const std::shared_ptr<const Error>& error() const { return error_; }
   // For timeout messages: what the run still waits for, e.g. "recv from rank 2 (4096 bytes)".
   std::string waiting_for() const;
@@ -58,7 +62,7 @@ class ScheduleExecutor {
   char* address(const Slice& slice) const;
   size_t bytes(const Slice& slice) const { return slice.count * elem_; }
 
-  const Schedule& schedule_;
+  const Schedule* schedule_;
   ExecBuffers buffers_;
   Signature signature_;
   uint64_t signature_word_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "coll/hosts.h"
 #include "plait/error.h"
 
 namespace plait::coll {
@@ -31,9 +32,14 @@ Selection forced(const CollArgs& args, const std::string& name, const std::strin
   }
   const AlgorithmInfo* info = find_algorithm(args.op, algo);
   if (info == nullptr || !applies(*info, args)) {
+    // The one shape-dependent refusal gets its reason spelled out.
+    const std::string why = info != nullptr && algo == Algorithm::kHierarchical
+                                ? " (it needs ranks on two or more hosts, some host holding "
+                                  "more than one)"
+                                : "";
     throw invalid_usage("algorithm '" + name + "' does not apply to " +
-                        std::string(to_string(args.op)) + " (" + source + "); available: " +
-                        available(args));
+                        std::string(to_string(args.op)) + why + " (" + source +
+                        "); available: " + available(args));
   }
   return {info, "forced by " + source};
 }
@@ -66,7 +72,14 @@ Selection select_algorithm(const CollArgs& args, const std::string& call_choice,
                    [](const Candidate& a, const Candidate& b) { return a.cost < b.cost; });
   std::ostringstream why;
   why << "cost model (alpha " << params.alpha_us << " us, beta " << params.beta_bytes_per_us
-      << " B/us):";
+      << " B/us";
+  if (spans_hosts(args)) {
+    // Flat algorithms were charged the inter-host link (algorithms.h): say which.
+    const CostParams inter = params.across_hosts();
+    why << "; between hosts alpha " << inter.alpha_us << " us, beta "
+        << inter.beta_bytes_per_us << " B/us";
+  }
+  why << "):";
   for (size_t i = 0; i < candidates.size() && i < 4; ++i) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.1f", candidates[i].cost);

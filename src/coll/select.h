@@ -1,5 +1,10 @@
 // Which algorithm runs a collective: the caller's choice (CallOptions::algorithm), else
 // PLAIT_ALGO_<OP>, else the cheapest applicable algorithm under the alpha-beta-gamma model.
+// On a call whose CollArgs::host_of spans hosts the model uses both links of CostParams
+// (algorithms.h); the hierarchical allreduce is a candidate only there.
+//
+// Every rank must reach the same choice, so every rank must pass the same args (host_of
+// included) and the same CostParams.
 #pragma once
 
 #include <string>

@@ -4,6 +4,16 @@
 
 namespace plait::coll {
 
+const std::string WorkImpl::kNoAlgorithm;
+
+std::string WorkLabel::describe() const {
+  if (seq >= 0)
+    return std::string(op) + " #" + std::to_string(seq) + " (" + std::to_string(bytes) + " bytes)";
+  std::string who = peer == kAnySource ? "any rank" : "rank " + std::to_string(peer);
+  return std::string(op) + (op == "send" ? " to " : " from ") + who + " (tag " +
+         std::to_string(tag) + ")";
+}
+
 bool WorkImpl::test() {
   if (done()) return true;
   if (auto driver = driver_.lock()) driver->drive_once();
@@ -19,7 +29,7 @@ void WorkImpl::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
   if (!cv_.wait_until(lock, until, [&] { return done_; })) {
     throw timeout_error("Timed out after " + std::to_string(timeout.count()) +
-                            " ms waiting for " + description_ +
+                            " ms waiting for " + description() +
                             " (it is still pending; its own deadline aborts the communicator)",
                         ctx_);
   }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "core/clock.h"
 #include "plait/communicator.h"
@@ -30,12 +31,25 @@ class WorkDriver {
   virtual void drive_once() = 0;
 };
 
+// What a Work is, for messages; composed into text only when one is needed (a per-call
+// string would cost more than a small collective over shared memory).
+struct WorkLabel {
+  std::string_view op;   // a static name: "allreduce", "send", "recv"
+  int64_t seq = -1;      // collectives: the sequence number
+  size_t bytes = 0;
+  int peer = -1;         // point-to-point: the other rank (kAnySource: any)
+  uint32_t tag = 0;
+  // "allreduce #3 (4096 bytes)", "send to rank 2 (tag 7)", "recv from any rank (tag 0)"
+  std::string describe() const;
+};
+
 class WorkImpl : public Work {
  public:
-  WorkImpl(std::string description, std::chrono::milliseconds default_timeout, ErrorContext ctx,
-           std::string algorithm = {})
-      : description_(std::move(description)),
-        algorithm_(std::move(algorithm)),
+  // `algorithm` must outlive the Work (a static name).
+  WorkImpl(WorkLabel label, std::chrono::milliseconds default_timeout, ErrorContext ctx,
+           const std::string* algorithm = nullptr)
+      : label_(label),
+        algorithm_(algorithm ? algorithm : &kNoAlgorithm),
         default_timeout_(default_timeout),
         ctx_(std::move(ctx)) {}
 
@@ -45,18 +59,19 @@ class WorkImpl : public Work {
   std::shared_ptr<const Error> error() const override;
   int source() const override;
   size_t bytes() const override;
-  const std::string& algorithm() const override { return algorithm_; }
+  const std::string& algorithm() const override { return *algorithm_; }
 
   // Engine side. The first call wins; later ones are ignored.
   void finish(std::shared_ptr<const Error> error, int source = -1, size_t bytes = 0);
-  const std::string& description() const { return description_; }
+  std::string description() const { return label_.describe(); }
   // Lock-free "finished yet?" for drivers' loops.
   bool done() const { return done_flag_.load(std::memory_order_acquire); }
   void set_driver(std::weak_ptr<WorkDriver> driver) { driver_ = std::move(driver); }
 
  private:
-  const std::string description_;  // "allreduce #3 (4096 bytes)"
-  const std::string algorithm_;
+  static const std::string kNoAlgorithm;
+  const WorkLabel label_;
+  const std::string* const algorithm_;
   const std::chrono::milliseconds default_timeout_;
   const ErrorContext ctx_;
   std::weak_ptr<WorkDriver> driver_;

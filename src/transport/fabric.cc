@@ -1,6 +1,7 @@
 // Provider-independent parts of the Fabric interface.
 #include "transport/fabric.h"
 
+#include "transport/shm/shm_provider.h"
 #include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
@@ -19,7 +20,7 @@ std::string_view to_string(OpType op) {
 }
 
 std::vector<Capabilities> provider_capabilities(const Config& config) {
-  return {tcp_capabilities(config)};
+  return {shm_capabilities(config), tcp_capabilities(config)};
 }
 
 }  // namespace plait::transport

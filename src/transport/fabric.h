@@ -26,6 +26,7 @@
 // (kRemote, naming the peer and the OS error).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -133,6 +134,9 @@ struct CostModel {
   double alpha_us = 20.0;       // latency of a small message, microseconds
   double beta_bytes_per_us = 1000.0;  // bandwidth, bytes per microsecond (1000 = 1 GB/s)
   double copy_bytes_per_us = 5000.0;  // memcpy bandwidth on the receiver
+  // The host's reduction rate (bytes of one operand per us), not the provider's: carried here
+  // so that one struct brings every measured constant (tuned_costs.h) to the cost model.
+  double gamma_bytes_per_us = 4000.0;
   size_t eager_threshold = 64 * 1024;
 };
 
@@ -175,6 +179,12 @@ class Fabric {
   virtual void recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
                     uint64_t context) = 0;
 
+  // A receive from any source posted on several providers at once (by a composite fabric):
+  // every copy shares `sibling`; the first copy to match a message, or to fail, completes
+  // and the others vanish without a completion (and never touch `buf`).
+  virtual void recv_any_sibling(void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                                uint64_t context, std::shared_ptr<std::atomic<bool>> sibling) = 0;
+
   // One-sided. `remote_offset` is relative to rk.addr. A write with `imm` also delivers a
   // kRemoteWriteImm completion on the target's immediate queue (set_imm_cq) after the data
   // is in place. Initiator completions mean the target has applied the operation.
@@ -213,6 +223,23 @@ std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options);
 // The shared-memory provider for ranks on this host (see src/transport/shm/). Same contract
 // as create_tcp_fabric; every rank in options.peers must be on this host.
 std::unique_ptr<Fabric> create_shm_fabric(const FabricOptions& options);
+
+// Where every rank of a job is and which provider reaches it.
+struct FabricTopology {
+  std::vector<std::string> host;  // per fabric rank: its host identity (host_identity.h)
+  std::vector<int> host_of;       // per fabric rank: host index, 0 = rank 0's host
+  std::vector<std::string> provider;  // per fabric rank: "shm", "tcp", or "self"
+  CostModel intra;  // the provider within this host (shm unless PLAIT_TRANSPORT=tcp)
+  CostModel inter;  // the provider across hosts (tcp)
+  int hosts() const;
+};
+
+// The fabric for a job (see composite_fabric.h): every rank publishes its host identity in
+// options.store, then peers on this host are served by shm and the others by tcp, or all by
+// the provider PLAIT_TRANSPORT names. Fills *topology when given. Throws like the providers'
+// factories, and kInvalidUsage when PLAIT_TRANSPORT=shm but a rank is on another host.
+std::unique_ptr<Fabric> create_fabric(const FabricOptions& options,
+                                      FabricTopology* topology = nullptr);
 
 // The providers built into this binary and what they can do, for `plait info`.
 std::vector<Capabilities> provider_capabilities(const Config& config);

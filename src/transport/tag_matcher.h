@@ -50,6 +50,10 @@ class TagMatcher {
         continue;
       }
       if (accepts(*recv, source, tag)) {
+        if (!take(*recv)) {  // matched by a sibling on another provider: gone
+          it = posted_.erase(it);
+          continue;
+        }
         OpRef matched = std::move(recv);
         posted_.erase(it);
         matched->peer.store(source, std::memory_order_relaxed);
@@ -79,12 +83,14 @@ class TagMatcher {
     bool complete = false;  // the match's payload is there (else the recv claimed it)
   };
   // A new recv: the oldest matching unexpected message (removed), else the recv is queued.
+  // A recv whose sibling already matched elsewhere is neither matched nor queued.
   Posted post(const OpRef& recv) {
     std::lock_guard lock(mu_);
     int want = recv->peer.load(std::memory_order_relaxed);
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       const EntryRef& e = *it;
       if (e->tag != recv->tag || (want != kAnySource && want != e->source)) continue;
+      if (!take(*recv)) return {};
       EntryRef match = std::move(*it);
       unexpected_.erase(it);
       recv->peer.store(match->source, std::memory_order_relaxed);
@@ -94,7 +100,7 @@ class TagMatcher {
       if (!complete) match->claimed_by = recv;
       return {std::move(match), complete};
     }
-    posted_.push_back(recv);
+    if (!lost(*recv)) posted_.push_back(recv);
     return {};
   }
 
@@ -130,6 +136,22 @@ class TagMatcher {
   }
 
  private:
+  // An any-source receive that a composite fabric posted on several providers carries a
+  // shared claim (Op::try_match / Op::sibling_lost): the first provider to match it wins,
+  // the others drop their copy without a completion.
+  static bool take(Op& recv) {
+    if constexpr (requires { recv.try_match(); })
+      return recv.try_match();
+    else
+      return true;
+  }
+  static bool lost(Op& recv) {
+    if constexpr (requires { recv.sibling_lost(); })
+      return recv.sibling_lost();
+    else
+      return false;
+  }
+
   static bool accepts(const Op& recv, int source, uint64_t tag) {
     int want = recv.peer.load(std::memory_order_relaxed);
     return recv.tag == tag && (want == kAnySource || want == source);

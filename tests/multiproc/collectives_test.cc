@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <tuple>
 #include <numeric>
 #include <sstream>
 
@@ -244,9 +247,12 @@ std::vector<Case> sweep_cases(int size) {
       {DataType::kU8, ReduceOp::kSum},   {DataType::kI64, ReduceOp::kAvg}};
   const DataType move_types[] = {DataType::kF32, DataType::kBF16, DataType::kI8, DataType::kI64};
   const size_t counts[] = {0, 1, 7, 1023};
+  // The hierarchical algorithm needs ranks on several hosts (the "mixed" runs).
+  const bool several_hosts = std::getenv("PLAIT_TEST_HOSTS") != nullptr && size > 2;
   std::vector<Case> cases;
   for (CollOp op : ops) {
     for (Algorithm algo : coll::algorithms_for(op)) {
+      if (algo == Algorithm::kHierarchical && !several_hosts) continue;
       const int root = has_root(op) ? size - 1 : 0;
       if (op == CollOp::kBarrier) {
         cases.push_back({op, algo, DataType::kU8, ReduceOp::kSum, 0, false, 0});
@@ -275,6 +281,13 @@ std::vector<Case> sweep_cases(int size) {
 }
 
 int run_sweep() {
+  // Simulated hosts: ranks r and r + k share host r % k, so "mixed" jobs use shm between
+  // some pairs and tcp between the others.
+  if (const char* hosts = std::getenv("PLAIT_TEST_HOSTS")) {
+    const char* rank = std::getenv("RANK");
+    std::string id = "h" + std::to_string(std::atoi(rank ? rank : "0") % std::atoi(hosts));
+    ::setenv("PLAIT_HOST_ID", id.c_str(), 1);
+  }
   Bootstrap boot = bootstrap_from_env(std::chrono::seconds(60));
   auto comm = Communicator::create(boot);
   CaseRunner runner(*comm);
@@ -299,16 +312,39 @@ int run_sweep() {
 }
 ChildMode sweep("sweep", run_sweep);
 
-class CollectiveSweep : public ::testing::TestWithParam<int> {};
+// (world size, transport): "tcp" and "shm" force one provider for every peer; "mixed" puts
+// the ranks on two simulated hosts, so each rank reaches some peers by shm, others by tcp.
+using SweepParam = std::tuple<int, std::string>;
+class CollectiveSweep : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(CollectiveSweep, EveryCollectiveAndAlgorithmMatchesTheReference) {
-  JobResult r = run_job(GetParam(), "sweep", {{"PLAIT_TIMEOUT", "120000"}}, 900);
+  const auto& [np, transport] = GetParam();
+  std::map<std::string, std::string> env = {{"PLAIT_TIMEOUT", "120000"}};
+  if (transport == "mixed")
+    env["PLAIT_TEST_HOSTS"] = "2";
+  else
+    env["PLAIT_TRANSPORT"] = transport;
+  JobResult r = run_job(np, "sweep", env, 900);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("0 failed"), std::string::npos) << r.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectiveSweep, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const auto& info) { return "np" + std::to_string(info.param); });
+std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& info) {
+  return std::get<1>(info.param) + "_np" + std::to_string(std::get<0>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tcp, CollectiveSweep,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values("tcp")),
+                         sweep_name);
+INSTANTIATE_TEST_SUITE_P(Shm, CollectiveSweep,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8),
+                                            ::testing::Values("shm")),
+                         sweep_name);
+INSTANTIATE_TEST_SUITE_P(Mixed, CollectiveSweep,
+                         ::testing::Combine(::testing::Values(4, 5),
+                                            ::testing::Values("mixed")),
+                         sweep_name);
 
 }  // namespace
 }  // namespace plait::testing

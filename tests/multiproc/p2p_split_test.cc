@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 #include <vector>
 
@@ -21,7 +23,18 @@ namespace {
     }                                       \
   } while (0)
 
+// Two simulated hosts when PLAIT_TEST_HOSTS is set: any-source receives then span the shm
+// and tcp providers (a composite fabric posts them on both).
+void simulate_hosts() {
+  if (const char* hosts = std::getenv("PLAIT_TEST_HOSTS")) {
+    const char* rank = std::getenv("RANK");
+    std::string id = "h" + std::to_string(std::atoi(rank ? rank : "0") % std::atoi(hosts));
+    ::setenv("PLAIT_HOST_ID", id.c_str(), 1);
+  }
+}
+
 int p2p_child() {
+  simulate_hosts();
   auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
   const int n = comm->size(), me = comm->rank();
   const int right = (me + 1) % n, left = (me + n - 1) % n;
@@ -87,6 +100,7 @@ int p2p_child() {
 ChildMode p2p("p2p", p2p_child);
 
 int split_child() {
+  simulate_hosts();
   auto world = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
   const int n = world->size(), me = world->rank();
   // Even and odd ranks, ordered by descending world rank inside each group.
@@ -140,6 +154,14 @@ TEST_P(PointToPoint, SplitGroupsRunTheirOwnCollectives) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, PointToPoint, ::testing::Values(2, 3, 5),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
+
+// Ranks on two simulated hosts: each reaches some peers by shm and others by tcp.
+TEST(PointToPointMixed, AnySourceAcrossProvidersAndSplit) {
+  JobResult r = run_job(4, "p2p", {{"PLAIT_TIMEOUT", "60000"}, {"PLAIT_TEST_HOSTS", "2"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run_job(5, "split", {{"PLAIT_TIMEOUT", "60000"}, {"PLAIT_TEST_HOSTS", "2"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+}
 
 }  // namespace
 }  // namespace plait::testing

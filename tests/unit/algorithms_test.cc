@@ -405,8 +405,8 @@ TEST(AlgorithmRegistry, EveryRowIsFindableAndUnique) {
     ASSERT_NE(info.cost, nullptr);
   }
   EXPECT_EQ(find_algorithm(CollOp::kBarrier, Algorithm::kRing), nullptr);
-  EXPECT_EQ(algorithms_for(CollOp::kAllreduce).size(), 6u);
-  EXPECT_EQ(all_algorithms().size(), 39u);
+  EXPECT_EQ(algorithms_for(CollOp::kAllreduce).size(), 8u);
+  EXPECT_EQ(all_algorithms().size(), 41u);
 }
 
 TEST(AlgorithmRegistry, CostsArePositiveAndGrowWithSize) {

@@ -9,7 +9,11 @@
 #include "commands.h"
 #include "core/config.h"
 #include "plait/error.h"
+#include "plait/bootstrap.h"
+#include "plait/store.h"
 #include "transport/fabric.h"
+#include "transport/host_identity.h"
+#include "transport/tuned_costs.h"
 
 namespace plait::cli {
 namespace {
@@ -31,6 +35,77 @@ void print_providers(const Config& config) {
     std::printf("  %-6s %s; %d stream%s per peer\n", c.provider.c_str(), features.c_str(),
                 c.streams_per_peer, c.streams_per_peer == 1 ? "" : "s");
   }
+}
+
+void print_selection(const Config& config) {
+  std::printf("\nProvider selection (PLAIT_TRANSPORT=%s):\n", config.transport.c_str());
+  std::printf("  this host: %s\n", transport::host_identity(config).c_str());
+  if (config.transport == "auto")
+    std::printf("  ranks with the same host identity use shm, the others tcp\n");
+  else
+    std::printf("  every peer uses %s\n", config.transport.c_str());
+  std::printf("  (run `plait run -n N plait info --job` to see a job's choice per rank)\n");
+}
+
+// Where the measured cost constants come from; a bad file is reported, not fatal here.
+void print_tuning(const Config& config) {
+  std::printf("\nCost model tuning (written by `plait tune`):\n");
+  const std::string path = transport::tune_file_path(config);
+  if (path.empty()) {
+    std::printf("  tune file: none (PLAIT_TUNE_FILE, XDG_CACHE_HOME and HOME are unset); "
+                "built-in defaults\n");
+    return;
+  }
+  try {
+    const transport::TunedCosts costs = transport::load_tuned_costs_file(path);
+    if (!costs.found) {
+      std::printf("  tune file: %s (not found: built-in defaults; run `plait tune`)\n",
+                  path.c_str());
+      return;
+    }
+    std::printf("  tune file: %s (found, %zu value%s)\n", path.c_str(), costs.values().size(),
+                costs.values().size() == 1 ? "" : "s");
+    for (const auto& [key, value] : costs.values())
+      std::printf("    %s = %g\n", key.c_str(), value);
+  } catch (const Error& e) {
+    std::printf("  tune file: %s (unusable, jobs will fail until it is fixed or deleted: %s)\n",
+                path.c_str(), e.message().c_str());
+  }
+}
+
+// Inside a job: set up the fabric for real and let rank 0 print what each rank got.
+int print_job(const Config& config) {
+  Bootstrap b = bootstrap_from_env(config.connect_timeout);
+  auto store = std::make_shared<PrefixStore>("plait-info", b.store);
+  transport::FabricTopology topo;
+  auto fabric = transport::create_fabric({.rank = b.rank,
+                                          .size = b.size,
+                                          .store = store,
+                                          .name = "fabric",
+                                          .job_token = b.job_token,
+                                          .route_hint = b.store_host,
+                                          .config = config},
+                                         &topo);
+  // Every rank's view, gathered through the store, so rank 0 shows what each rank chose.
+  std::string mine;
+  for (int r = 0; r < b.size; ++r) mine += (r ? " " : "") + topo.provider[r];
+  store->set("view/" + std::to_string(b.rank), mine);
+  if (b.rank == 0) {
+    std::printf("%d rank(s) on %d host(s); fabric: %s\n", b.size, topo.hosts(),
+                fabric->capabilities().provider.c_str());
+    std::printf("  %-5s %-5s %-60s %s\n", "rank", "host", "identity", "provider to rank 0..n-1");
+    for (int r = 0; r < b.size; ++r) {
+      std::string view = store->get_string("view/" + std::to_string(r), config.connect_timeout);
+      std::printf("  %-5d %-5d %-60s %s\n", r, topo.host_of[r], topo.host[r].c_str(), view.c_str());
+    }
+    std::fflush(stdout);
+  }
+  // Nobody tears its fabric down before rank 0 has printed (peers would see it vanish).
+  store->set("done/" + std::to_string(b.rank), "1");
+  std::vector<std::string> done;
+  for (int r = 0; r < b.size; ++r) done.push_back("done/" + std::to_string(r));
+  store->wait(done, config.connect_timeout);
+  return 0;
 }
 
 void print_algorithms() {
@@ -67,20 +142,29 @@ void print_settings(const Config& config) {
 }  // namespace
 
 int info_main(int argc, char** argv) {
+  bool job = false;
   if (argc > 0) {
     const std::string arg = argv[0];
     if (arg == "-h" || arg == "--help") {
-      std::printf("usage: plait info\n"
-                  "Prints the version, providers, algorithms and PLAIT_* settings.\n");
+      std::printf("usage: plait info [--job]\n"
+                  "Prints the version, providers, algorithms and PLAIT_* settings.\n"
+                  "--job: inside a job (plait run, torchrun, mpirun), sets up the fabric and\n"
+                  "       prints each rank's host and the provider it uses to every peer.\n");
       return 0;
     }
+    if (arg == "--job" && argc == 1) job = true;
+  }
+  if (argc > 0 && !job) {
     std::fprintf(stderr, "plait info: unexpected argument '%s'\n", argv[0]);
     return 2;
   }
   try {
     const Config config = Config::from_env();
+    if (job) return print_job(config);
     std::printf("plait %s\n", PLAIT_VERSION);
     print_providers(config);
+    print_selection(config);
+    print_tuning(config);
     print_algorithms();
     print_settings(config);
     return 0;

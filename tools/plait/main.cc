@@ -12,6 +12,8 @@ constexpr const char* kUsage =
     "  run -n N [--] cmd args...   start N ranks of cmd on this host (embedded store)\n"
     "  bench [-n N] <op> [opts]    time a collective over a size sweep (nccl-tests style);\n"
     "                              plait bench --help for the operations and options\n"
+    "  tune [-n N] [opts]          measure latency/bandwidth per provider for the cost\n"
+    "                              model; plait tune --help for the options\n"
     "  info                        version, providers, algorithms, PLAIT_* settings\n"
     "  help                        this summary\n"
     "  --version                   the version\n";
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   if (command == "run") return plait::cli::run_main(argc - 2, argv + 2);
   if (command == "bench") return plait::cli::bench_main(argc - 2, argv + 2);
   if (command == "info") return plait::cli::info_main(argc - 2, argv + 2);
+  if (command == "tune") return plait::cli::tune_main(argc - 2, argv + 2);
   std::fprintf(stderr, "plait: unknown command '%s'\n%s", argv[1], kUsage);
   return 2;
 }

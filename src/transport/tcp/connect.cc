@@ -66,13 +66,19 @@ Hello recv_hello(int fd, const FabricOptions& o, const Deadline& deadline) {
   return h;
 }
 
+int lower_members(const Mesh& mesh, int rank) {
+  int n = 0;
+  for (int r = 0; r < rank; ++r) n += mesh.member(r) ? 1 : 0;
+  return n;
+}
+
 // Accepts the lower ranks' sockets on its own thread while the setup thread connects to the
 // higher ranks, so that no pair of ranks waits on each other.
 class Acceptor {
  public:
   Acceptor(const FabricOptions& o, int listen_fd, Mesh* mesh, const Deadline& deadline)
       : o_(o), listen_fd_(listen_fd), mesh_(mesh), deadline_(deadline),
-        expected_(o.rank * o.config.tcp_streams) {
+        expected_(lower_members(*mesh, o.rank) * o.config.tcp_streams) {
     thread_ = std::thread([this] { run(); });
   }
   // On an error path: stops accepting at once.
@@ -90,7 +96,7 @@ class Acceptor {
   std::vector<int> missing() const {
     std::vector<int> ranks;
     for (int r = 0; r < o_.rank; ++r)
-      if (std::any_of(mesh_->sockets[r].begin(), mesh_->sockets[r].end(),
+      if (mesh_->member(r) && std::any_of(mesh_->sockets[r].begin(), mesh_->sockets[r].end(),
                       [](const net::Fd& fd) { return !fd.valid(); }))
         ranks.push_back(r);
     return ranks;
@@ -112,7 +118,8 @@ class Acceptor {
         const Deadline handshake(std::min(deadline_.at(), Clock::now() + kHandshakeTime));
         auth::accept_handshake(fd.get(), o_.job_token, kAuthLabel, handshake);
         Hello h = recv_hello(fd.get(), o_, handshake);
-        if (h.rank >= o_.rank || mesh_->sockets[h.rank][h.stream].valid())
+        if (h.rank >= o_.rank || !mesh_->member(h.rank) ||
+            mesh_->sockets[h.rank][h.stream].valid())
           throw invalid_usage("unexpected connection from rank " + std::to_string(h.rank) +
                               " stream " + std::to_string(h.stream));
         send_hello(fd.get(), o_, h.stream, handshake);
@@ -198,8 +205,15 @@ Mesh connect_mesh(const FabricOptions& o) {
   const Deadline deadline = Deadline::after(o.config.connect_timeout);
   Mesh mesh;
   mesh.sockets.resize(o.size);
+  std::vector<bool> member(o.size, o.peers.empty());
+  for (int p : o.peers) {
+    if (p < 0 || p >= o.size)
+      throw invalid_usage("peer " + std::to_string(p) + " is not a rank of " +
+                          std::to_string(o.size), ctx);
+    member[p] = true;
+  }
   for (int r = 0; r < o.size; ++r)
-    if (r != o.rank) mesh.sockets[r].resize(o.config.tcp_streams);
+    if (r != o.rank && member[r]) mesh.sockets[r].resize(o.config.tcp_streams);
 
   try {
     const std::string host = net::local_address(o.config.tcp_interface, o.route_hint);
@@ -212,7 +226,8 @@ Mesh connect_mesh(const FabricOptions& o) {
     // Connect to each higher rank as soon as its address appears, so that one missing rank
     // does not keep the others from meeting (and the error names only the missing one).
     std::vector<int> unpublished;
-    for (int peer = o.rank + 1; peer < o.size; ++peer) unpublished.push_back(peer);
+    for (int peer = o.rank + 1; peer < o.size; ++peer)
+      if (member[peer]) unpublished.push_back(peer);
     while (!unpublished.empty()) {
       bool connected_any = false;
       for (auto it = unpublished.begin(); it != unpublished.end();) {

@@ -1,5 +1,5 @@
 // Connection setup of the TCP provider: listen, publish our address in the store, connect
-// the full mesh (the lower rank connects to the higher one, `tcp_streams` sockets per pair),
+// the mesh of FabricOptions::peers (the lower rank connects to the higher one, `tcp_streams` sockets per pair),
 // authenticate every socket with the job token and exchange hellos.
 #pragma once
 
@@ -10,9 +10,11 @@
 
 namespace plait::transport::tcp {
 
-// sockets[peer][stream]: blocking, authenticated, TCP_NODELAY; sockets[own rank] is empty.
+// sockets[peer][stream]: blocking, authenticated, TCP_NODELAY; empty for our own rank and
+// for ranks outside FabricOptions::peers (another provider serves those).
 struct Mesh {
   std::vector<std::vector<net::Fd>> sockets;
+  bool member(int r) const { return !sockets[r].empty(); }
 };
 
 // Blocks until every socket is up or options.config.connect_timeout passes. Throws

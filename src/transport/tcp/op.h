@@ -46,10 +46,39 @@ struct Op {
   std::shared_ptr<const Error> first_error;
 
   std::atomic<bool> finished{false};
+  // recv posted on several providers (Fabric::recv_any_sibling): shared by the copies.
+  std::shared_ptr<std::atomic<bool>> sibling;
+  std::atomic<bool> owns_sibling{false};
 
-  // Whether the op may complete once and for all (claims the completion).
-  bool claim() { return !finished.exchange(true, std::memory_order_acq_rel); }
+  // Whether the op may complete once and for all (claims the completion; a sibling copy
+  // must also win the shared claim).
+  bool claim() {
+    if (finished.exchange(true, std::memory_order_acq_rel)) return false;
+    return take_sibling();
+  }
   bool done() const { return finished.load(std::memory_order_acquire); }
+  // TagMatcher: a message matched this recv. False if a sibling copy got there first (this
+  // copy is finished then, silently).
+  bool try_match() {
+    if (take_sibling()) return true;
+    finished.store(true, std::memory_order_release);
+    return false;
+  }
+  // TagMatcher, before queueing: whether a sibling copy already completed.
+  bool sibling_lost() {
+    if (!sibling || owns_sibling.load() || !sibling->load()) return false;
+    finished.store(true, std::memory_order_release);
+    return true;
+  }
+
+ private:
+  bool take_sibling() {
+    if (!sibling || owns_sibling.load()) return true;
+    bool expected = false;
+    if (!sibling->compare_exchange_strong(expected, true)) return false;
+    owns_sibling.store(true);
+    return true;
+  }
 };
 
 using OpRef = std::shared_ptr<Op>;
@@ -61,6 +90,10 @@ class OpTable {
   void add(const OpRef& op) {
     std::lock_guard lock(mu_);
     ops_.emplace(op->id, op);
+    // Copies of sibling receives that lost to another provider finish without a report, so
+    // nothing erases them; sweep finished entries now and then (erasing an op that is being
+    // reported right now is harmless: report() erases it too).
+    if (++adds_ % 1024 == 0) std::erase_if(ops_, [](const auto& kv) { return kv.second->done(); });
   }
   OpRef find(uint64_t id) const {
     std::lock_guard lock(mu_);
@@ -82,6 +115,7 @@ class OpTable {
  private:
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, OpRef> ops_;
+  uint64_t adds_ = 0;
 };
 
 }  // namespace plait::transport::tcp

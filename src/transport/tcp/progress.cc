@@ -193,7 +193,7 @@ void TcpFabric::fail_peer(int peer, const std::string& why, bool orderly) {
   // waits for), but not when a peer leaves in order, unless no peer is left at all.
   bool everyone_gone = true;
   for (int r = 0; r < size_; ++r)
-    if (r != rank_ && !peers_[r]->failed.load()) everyone_gone = false;
+    if (peers_[r] && !peers_[r]->failed.load()) everyone_gone = false;
   const bool any_source_too = !orderly || everyone_gone;
   auto involved = ops_.select([&](const Op& op) {
     int q = op.peer.load();

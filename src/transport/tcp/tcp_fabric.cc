@@ -51,10 +51,10 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
       eager_threshold_(cost_model_.eager_threshold),
       stripe_bytes_(std::max<size_t>(options.config.tcp_stripe_bytes, 4096)),
       streams_(options.config.tcp_streams),
-      registry_(std::make_shared<MemoryRegistry>()) {
+      registry_(options.registry ? options.registry : std::make_shared<MemoryRegistry>()) {
   peers_.resize(size_);
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
+    if (p == rank_ || !mesh.member(p)) continue;
     peers_[p] = std::make_unique<Peer>();
     for (int s = 0; s < streams_; ++s) {
       net::set_nonblocking(mesh.sockets[p][s].get());
@@ -90,7 +90,7 @@ void TcpFabric::set_imm_cq(CompletionQueue* cq) {
 }
 
 bool TcpFabric::peer_failed(int peer) const {
-  if (peer < 0 || peer >= size_ || peer == rank_) return false;
+  if (peer < 0 || peer >= size_ || !peers_[peer]) return false;
   return peers_[peer]->failed.load();
 }
 
@@ -133,6 +133,9 @@ void TcpFabric::check_peer(int peer, const char* what, bool any_ok) const {
                         {.rank = rank_, .op = what});
   if (peer == rank_)
     throw invalid_usage("the tcp provider does not connect a rank to itself; copy locally",
+                        {.rank = rank_, .peer = peer, .op = what});
+  if (!peers_[peer])
+    throw invalid_usage("rank " + std::to_string(peer) + " is served by another provider",
                         {.rank = rank_, .peer = peer, .op = what});
 }
 

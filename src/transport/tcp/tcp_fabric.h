@@ -47,6 +47,9 @@ class TcpFabric final : public Fabric, private StreamHandler {
   void recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
             uint64_t context) override;
 
+  void recv_any_sibling(void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                        uint64_t context, std::shared_ptr<std::atomic<bool>> sibling) override;
+
   void write(int peer, const void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
              std::optional<uint32_t> imm, CompletionQueue* cq, uint64_t context) override;
   void read(int peer, void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
@@ -101,6 +104,8 @@ class TcpFabric final : public Fabric, private StreamHandler {
   void on_payload(Stream& s, const WireHeader& h, Incoming& in) override;
 
   // --- two-sided (two_sided.cc) ---
+  void post_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                 uint64_t context, std::shared_ptr<std::atomic<bool>> sibling);
   Incoming on_eager(Stream& s, const WireHeader& h);
   void on_eager_payload(Stream& s, const WireHeader& h, Incoming& in);
   void on_rts(Stream& s, const WireHeader& h);

@@ -54,6 +54,17 @@ void TcpFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64
 
 void TcpFabric::recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
                      uint64_t context) {
+  post_recv(peer, buf, capacity, tag, cq, context, nullptr);
+}
+
+void TcpFabric::recv_any_sibling(void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                                 uint64_t context, std::shared_ptr<std::atomic<bool>> sibling) {
+  post_recv(kAnySource, buf, capacity, tag, cq, context, std::move(sibling));
+}
+
+void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
+                          CompletionQueue* cq, uint64_t context,
+                          std::shared_ptr<std::atomic<bool>> sibling) {
   check_peer(peer, "recv", /*any_ok=*/true);
   PolicyCompletionQueue* q = checked_cq(cq, "recv");
   if (!buf && capacity > 0)
@@ -63,9 +74,14 @@ void TcpFabric::recv(int peer, void* buf, size_t capacity, uint64_t tag, Complet
   op->local = static_cast<char*>(buf);
   op->length = capacity;
   op->tag = tag;
+  op->sibling = std::move(sibling);
   ops_.add(op);
 
   Matcher::Posted posted = matcher_.post(op);
+  if (op->done()) {  // a sibling copy on another provider matched first
+    ops_.erase(op->id);
+    return;
+  }
   if (posted.match) {
     const Unexpected& m = *posted.match;
     if (m.rendezvous) {
@@ -85,7 +101,7 @@ void TcpFabric::recv(int peer, void* buf, size_t capacity, uint64_t tag, Complet
     return;
   }
   for (int p = 0; p < size_; ++p)
-    if (p != rank_ && !peers_[p]->failed.load()) return;
+    if (peers_[p] && !peers_[p]->failed.load()) return;
   fail_remote(*op, "no peer is left to receive from");
 }
 

@@ -1,0 +1,78 @@
+#include "coll/binary_tree.h"
+
+#include <algorithm>
+
+namespace plait::coll {
+
+TreeLinks inorder_btree(int n, int pos) {
+  TreeLinks t;
+  if (n <= 1) return t;
+  if (pos == 0) {
+    t.children.push_back(floor_pow2(n - 1));
+    return t;
+  }
+  const int low = pos & -pos;
+  // Parent: one level up is p - b when bit 2b is set (p is a right child), else p + b (p is
+  // a left child); p + b past the end leaves p the right child of p - b, which then stops
+  // its search for a right child at p (the loop below).
+  if (pos & (low << 1)) {
+    t.parent = pos - low;
+  } else {
+    t.parent = pos + low < n ? pos + low : pos - low;
+  }
+  if (low > 1) {
+    t.children.push_back(pos - low / 2);
+    for (int step = low / 2; step >= 1; step /= 2) {
+      if (pos + step < n) {
+        t.children.push_back(pos + step);
+        break;
+      }
+    }
+  }
+  return t;
+}
+
+std::array<TreeLinks, 2> double_binary_tree(int n, int rank) {
+  std::array<TreeLinks, 2> trees;
+  trees[0] = inorder_btree(n, rank);
+  const bool mirror = n % 2 == 0;
+  auto to_pos = [&](int r) { return mirror ? n - 1 - r : wrap(r - 1, n); };
+  auto to_rank = [&](int p) { return mirror ? n - 1 - p : wrap(p + 1, n); };
+  TreeLinks t = inorder_btree(n, to_pos(rank));
+  if (t.parent >= 0) t.parent = to_rank(t.parent);
+  for (int& c : t.children) c = to_rank(c);
+  trees[1] = std::move(t);
+  return trees;
+}
+
+void tree_reduce_bcast(ScheduleBuilder& b, const TreeLinks& node, Slice own, Slice acc) {
+  const size_t chunk = b.chunk();
+  bool holds = same_region(b.where(own), b.where(acc));
+  if (node.children.empty()) {
+    // A leaf sends its own data straight from `own`: no copy into acc first.
+    if (node.parent >= 0) b.send_chunks(node.parent, own, chunk);
+    else if (!holds) b.copy(own, acc);  // a one-rank tree
+  } else {
+    const size_t slot = chunk ? std::min(chunk, acc.count) : acc.count;
+    for (int child : node.children) {
+      if (!holds) {
+        // Out of place, the first child's data lands in acc and our own is folded in:
+        // no staging, no copy.
+        b.recv_then_reduce_chunks(child, acc, own, chunk);
+        holds = true;
+      } else {
+        // A staging ring per child, so both children's chunks can land at once while the
+        // reductions into acc take turns.
+        StagingRing ring(b, slot, chunk ? 2 : 1);
+        recv_staged_reduce_chunks(b, child, acc, ring, chunk);
+      }
+    }
+    if (node.parent >= 0) b.send_chunks(node.parent, acc, chunk);
+  }
+  // Down: the receive of chunk i waits only for chunk i's send up (it overwrites the
+  // partial sum), so the two directions overlap chunk by chunk.
+  if (node.parent >= 0) b.recv_chunks(node.parent, acc, chunk);
+  for (int child : node.children) b.send_chunks(child, acc, chunk);
+}
+
+}  // namespace plait::coll

@@ -1,0 +1,61 @@
+#include "transport/shm/cma.h"
+
+#include <sys/prctl.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+
+namespace plait::transport::shm {
+namespace {
+
+// The syscalls may stop short (at an unmapped page, or a signal); go on from where they did.
+template <typename Call>
+int transfer(Call call, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = call(done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void allow_cma_from_any_process() {
+#ifdef PR_SET_PTRACER
+  ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+}
+
+int cma_read(pid_t pid, void* local, uint64_t remote, size_t len) {
+  return transfer(
+      [&](size_t done) {
+        iovec l{static_cast<char*>(local) + done, len - done};
+        iovec r{reinterpret_cast<void*>(remote + done), len - done};
+        return ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+      },
+      len);
+}
+
+int cma_write(pid_t pid, const void* local, uint64_t remote, size_t len) {
+  return transfer(
+      [&](size_t done) {
+        iovec l{const_cast<char*>(static_cast<const char*>(local)) + done, len - done};
+        iovec r{reinterpret_cast<void*>(remote + done), len - done};
+        return ::process_vm_writev(pid, &l, 1, &r, 1, 0);
+      },
+      len);
+}
+
+int cma_probe(pid_t pid, uint64_t addr, uint64_t expected) {
+  uint64_t seen = 0;
+  if (int err = cma_read(pid, &seen, addr, sizeof seen); err != 0) return err;
+  return seen == expected ? 0 : EIO;
+}
+
+}  // namespace plait::transport::shm

@@ -1,0 +1,28 @@
+// Cross-memory attach (CMA): process_vm_readv / process_vm_writev copy between our memory
+// and another process's private memory in one pass, without the other process's CPU. The
+// kernel allows it like ptrace attach: same user, and under Yama ptrace_scope=1 only if the
+// target said so (allow_cma_from_any_process()). Docker's default seccomp profile blocks it;
+// setup probes it per pair and falls back to copying through the rings (PLAIT_SHM_CMA).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace plait::transport::shm {
+
+// PR_SET_PTRACER_ANY: lets peers of the job CMA into this process under Yama ptrace_scope=1.
+// A process-wide setting; harmless without Yama (the call then fails and is ignored).
+void allow_cma_from_any_process();
+
+// Copies `len` bytes between `local` and address `remote` of process `pid`. Returns 0, or
+// the errno: ESRCH (the process is gone), EFAULT (the remote range is not mapped), EPERM.
+int cma_read(pid_t pid, void* local, uint64_t remote, size_t len);
+int cma_write(pid_t pid, const void* local, uint64_t remote, size_t len);
+
+// Whether we can read the 8-byte word at `addr` in `pid` and it holds `expected`: returns 0,
+// the errno of the failed read, or EIO for a wrong value.
+int cma_probe(pid_t pid, uint64_t addr, uint64_t expected);
+
+}  // namespace plait::transport::shm

@@ -1,0 +1,134 @@
+// What a rank's shared-memory segment holds, and where. Every rank creates one segment; its
+// peers map it and write into it; it is unlinked as soon as they all have (setup.cc).
+//
+//   SegmentHeader        identity (rank, pid, token tag), geometry, the CMA probe, and the
+//                        progress engine's shared words (doorbell, sleeping, pollers, closed)
+//   int32 peer_ranks[P]  the ranks this owner serves, in the order of its rings and pins
+//   u32 cma_state[P]     the owner's CMA probe result against each peer (CmaState)
+//   rings[P]             the owner's inboxes: ring i is written by peer_ranks[i] only
+//   slots[S]             the registration table: the owner's regions that peers may access
+//                        by cross-memory attach (region_table.h), with one pin counter per peer
+//
+// Peers trust only what they verify: the magic and version, the token tag, the rank and
+// size, and that every offset lies inside the segment they mapped.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/shm/ring.h"
+
+namespace plait::transport::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x316d737469616c70ull;  // "plaitsm1"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kTagBytes = 32;  // HMAC-SHA256
+
+enum CmaState : uint32_t {
+  kCmaUnknown = 0,
+  kCmaWorks = 1,     // process_vm_readv of the peer's probe word returned its value
+  kCmaFails = 2,     // it did not (errno in the owner's log)
+  kCmaDisabled = 3,  // PLAIT_SHM_CMA=off on the owner
+};
+
+struct SegmentHeader {
+  std::atomic<uint64_t> magic{0};  // written last at creation: the rest is then valid
+  uint32_t version = 0;
+  int32_t pid = 0;
+  int32_t rank = -1;
+  int32_t size = 0;
+  uint32_t peer_count = 0;
+  uint32_t reserved = 0;
+  uint64_t total_bytes = 0;
+  uint64_t ring_capacity = 0;
+  uint64_t peers_offset = 0;
+  uint64_t cma_offset = 0;
+  uint64_t rings_offset = 0;
+  uint64_t ring_stride = 0;
+  uint64_t table_offset = 0;
+  uint64_t table_slots = 0;
+  uint64_t slot_stride = 0;
+  uint64_t probe_addr = 0;   // a word in the owner's private memory...
+  uint64_t probe_value = 0;  // ...that holds this value: peers read it by CMA
+  uint8_t tag[kTagBytes] = {};  // proves the creator knows the job token
+
+  // Bumped by whoever wants the owner's progress thread awake (futex word).
+  alignas(64) std::atomic<uint32_t> doorbell{0};
+  // Written by the owner, read by every producer on each send: a line of their own.
+  alignas(64) std::atomic<uint32_t> sleeping{0};  // the progress thread is (about to be) asleep
+  std::atomic<uint32_t> pollers{0};   // threads progressing inline: nobody needs the doorbell
+  std::atomic<uint32_t> closed{0};    // the owner shut its fabric down (after its last record)
+};
+
+// One published region (region_table.h). Fields are atomics because peers read them while
+// the owner may be rewriting a retired slot; `state` orders them, seqlock-style.
+struct RegionSlot {
+  std::atomic<uint64_t> state{0};  // generation << 2 | SlotStatus
+  std::atomic<uint64_t> key{0};
+  std::atomic<uint64_t> addr{0};
+  std::atomic<uint64_t> length{0};
+  std::atomic<uint32_t> access{0};
+};
+inline constexpr size_t kSlotPinsOffset = 64;  // then std::atomic<uint32_t> pins[P]
+static_assert(sizeof(RegionSlot) <= kSlotPinsOffset);
+
+enum SlotStatus : uint64_t { kSlotNeverUsed = 0, kSlotPublished = 1, kSlotRetired = 2 };
+
+struct Geometry {
+  uint32_t peer_count = 0;
+  uint64_t ring_capacity = 0;
+  uint64_t peers_offset = 0, cma_offset = 0;
+  uint64_t rings_offset = 0, ring_stride = 0;
+  uint64_t table_offset = 0, table_slots = 0, slot_stride = 0;
+  uint64_t total_bytes = 0;
+};
+
+inline constexpr uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// The layout for `peers` inboxes of `ring_capacity` bytes (a power of two) and a table of
+// `table_slots` regions.
+inline Geometry make_geometry(uint32_t peers, uint64_t ring_capacity, uint64_t table_slots) {
+  Geometry g;
+  g.peer_count = peers;
+  g.ring_capacity = ring_capacity;
+  g.peers_offset = align_up(sizeof(SegmentHeader), 64);
+  g.cma_offset = align_up(g.peers_offset + 4ull * peers, 64);
+  g.rings_offset = align_up(g.cma_offset + 4ull * peers, 4096);
+  g.ring_stride = kRingControlBytes + ring_capacity;
+  g.table_offset = align_up(g.rings_offset + g.ring_stride * peers, 4096);
+  g.table_slots = table_slots;
+  g.slot_stride = align_up(kSlotPinsOffset + 4ull * peers, 64);
+  g.total_bytes = align_up(g.table_offset + g.slot_stride * table_slots, 4096);
+  return g;
+}
+
+// Typed access to a mapped segment (ours or a peer's) whose geometry has been verified.
+class SegmentView {
+ public:
+  SegmentView() = default;
+  explicit SegmentView(char* base) : base_(base) {}
+
+  SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
+  int32_t* peer_ranks() const { return reinterpret_cast<int32_t*>(base_ + header().peers_offset); }
+  std::atomic<uint32_t>& cma_state(uint32_t i) const {
+    return reinterpret_cast<std::atomic<uint32_t>*>(base_ + header().cma_offset)[i];
+  }
+  RingControl* ring_control(uint32_t i) const {
+    return reinterpret_cast<RingControl*>(base_ + header().rings_offset + i * header().ring_stride);
+  }
+  char* ring_data(uint32_t i) const { return reinterpret_cast<char*>(ring_control(i)) + kRingControlBytes; }
+  RegionSlot& slot(uint64_t s) const {
+    return *reinterpret_cast<RegionSlot*>(base_ + header().table_offset + s * header().slot_stride);
+  }
+  std::atomic<uint32_t>& pins(uint64_t s, uint32_t peer_index) const {
+    return reinterpret_cast<std::atomic<uint32_t>*>(reinterpret_cast<char*>(&slot(s)) +
+                                                    kSlotPinsOffset)[peer_index];
+  }
+  explicit operator bool() const { return base_ != nullptr; }
+
+ private:
+  char* base_ = nullptr;
+};
+
+}  // namespace plait::transport::shm
