@@ -49,7 +49,7 @@ inline void cpu_relax() {
 
 CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
                        std::vector<int> fabric_rank, WaitPolicy policy,
-                       std::chrono::microseconds spin_time)
+                       std::chrono::microseconds spin_time, bool oversubscribed)
     : fabric_(std::move(fabric)),
       cq_(fabric_->create_cq()),
       comm_id_(comm_id),
@@ -57,6 +57,7 @@ CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_
       fabric_rank_(std::move(fabric_rank)),
       policy_(policy),
       spin_time_(spin_time),
+      oversubscribed_(oversubscribed),
       sent_(fabric_rank_.size(), 0),
       received_(fabric_rank_.size(), 0),
       control_buf_(kControlBytes) {
@@ -90,6 +91,7 @@ void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
       return;
     }
     submitted_colls_.push_back(std::move(call));
+    submissions_.fetch_add(1, std::memory_order_release);
   }
   start_or_hand_over();
 }
@@ -102,6 +104,7 @@ void CommEngine::submit(std::unique_ptr<PointToPointCall> call) {
       return;
     }
     submitted_p2p_.push_back(std::move(call));
+    submissions_.fetch_add(1, std::memory_order_release);
   }
   start_or_hand_over();
 }
@@ -116,7 +119,11 @@ void CommEngine::start_or_hand_over() {
     return;
   }
   DriverMark mark(driver_);
+  // As a poller: the completions this pass causes (an eager send's, say) are taken here,
+  // not announced to the sleeping engine thread with a futex wake-up.
+  cq_->begin_active_polling();
   run_available();
+  cq_->end_active_polling();
 }
 
 void CommEngine::abort(const std::string& reason) {
@@ -137,6 +144,7 @@ void CommEngine::abort(const std::string& reason) {
   if (abort_error_) return;
   abort_requested_ = true;
   abort_request_ = reason;
+  submissions_.fetch_add(1, std::memory_order_release);
   cq_->interrupt();
   // Bounded: the engine thread never sleeps longer than kMaxSleep between checks.
   abort_done_.wait_for(lock, std::chrono::seconds(30), [&] { return abort_error_ != nullptr; });
@@ -163,12 +171,12 @@ void CommEngine::loop() {
   }
 }
 
-Clock::time_point CommEngine::run_available() {
+Clock::time_point CommEngine::run_available(bool check_time) {
   // Nothing may escape: this runs on the engine thread (an exception would terminate the
   // process) and in user threads that lent themselves. A failure here, e.g. no memory for a
   // schedule's scratch, fails the operation and aborts the communicator.
   try {
-    run_available_unguarded();
+    run_available_unguarded(check_time);
   } catch (const std::exception& e) {
     log(LogLevel::kError, "rank ", rank_, ": communicator engine: ", e.what());
     if (active_)
@@ -178,11 +186,12 @@ Clock::time_point CommEngine::run_available() {
            .seq = static_cast<int64_t>(active_->call->seq)})));
     do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true);
   }
-  return next_deadline();
+  return check_time ? next_deadline() : Clock::time_point::max();
 }
 
-void CommEngine::run_available_unguarded() {
-  take_submissions();
+void CommEngine::run_available_unguarded(bool check_time) {
+  // The flag spares a spinning driver the lock of an empty submission queue on every pass.
+  if (submissions_.load(std::memory_order_acquire) != 0) take_submissions();
   for (;;) {
     bool progressed = false;
     if (!active_ && !queued_.empty()) {
@@ -200,7 +209,7 @@ void CommEngine::run_available_unguarded() {
     }
     if (!progressed) break;
   }
-  check_deadlines();
+  if (check_time) check_deadlines();
 }
 
 void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
@@ -212,14 +221,20 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
   cq_->begin_active_polling();
   // The yield lets a peer rank that shares our core run: on an oversubscribed host a pure
   // spin would hold off the very message we wait for.
+  // Deadlines and the clock are looked at every 64 passes only (reading the clock costs
+  // as much as a pass over an idle shm ring).
   for (unsigned i = 1; !work.done(); ++i) {
-    run_available();
+    const bool check_time = (i & 63) == 0;
+    run_available(check_time);
     if (work.done()) break;
-    if ((i & 63) == 0) {
-      if (Clock::now() >= spin_end) break;
+    if (check_time && Clock::now() >= spin_end) break;
+    // With more ranks than cores the peer we wait for may be waiting for our core: give it
+    // up on every idle pass (Open MPI's yield_when_idle). Otherwise now and then, so that a
+    // progress thread sharing our core is not held off for a whole time slice.
+    if (oversubscribed_ || check_time)
       sched_yield();
-    }
-    cpu_relax();
+    else
+      cpu_relax();
   }
   cq_->end_active_polling();
 }
@@ -236,6 +251,7 @@ void CommEngine::take_submissions() {
   bool abort_now = false;
   {
     std::lock_guard lock(mu_);
+    submissions_.store(0, std::memory_order_relaxed);
     while (!submitted_colls_.empty()) {
       queued_.push_back(std::move(submitted_colls_.front()));
       submitted_colls_.pop_front();

@@ -61,7 +61,8 @@ struct PointToPointCall {
 class CommEngine final : public WorkDriver {
  public:
   CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
-             std::vector<int> fabric_rank, WaitPolicy policy, std::chrono::microseconds spin_time);
+             std::vector<int> fabric_rank, WaitPolicy policy, std::chrono::microseconds spin_time,
+             bool oversubscribed);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
@@ -101,8 +102,10 @@ class CommEngine final : public WorkDriver {
   // Does all that can be done now without waiting: new calls, the next collective,
   // completions, deadlines. Never throws (a failure aborts). Returns when it next must look.
   // drive_mu_ held.
-  Clock::time_point run_available();
-  void run_available_unguarded();
+  // `check_time`: also enforce deadlines (reads the clock); a spinning driver does it
+  // every few dozen passes only.
+  Clock::time_point run_available(bool check_time = true);
+  void run_available_unguarded(bool check_time);
   void take_submissions();
   void start_next_collective();
   void finish_collective();
@@ -128,6 +131,10 @@ class CommEngine final : public WorkDriver {
   // Held by whoever runs the engine; never held while sleeping (see the top of this file).
   std::mutex drive_mu_;
   std::atomic<std::thread::id> driver_{};  // the thread holding drive_mu_, for re-entry checks
+  // More ranks on this host than cores: a spinning driver yields often, so that the peer it
+  // waits for gets the core.
+  bool oversubscribed_ = false;
+  std::atomic<uint32_t> submissions_{0};  // nonzero: take_submissions() has work (or an abort)
 
   // Shared with user threads.
   mutable std::mutex mu_;

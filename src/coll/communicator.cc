@@ -2,6 +2,7 @@
 // split and abort. The per-collective argument handling lives in collectives.cc.
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "coll/communicator_impl.h"
 #include "core/log.h"
@@ -64,13 +65,20 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   if (index.size() > 1) host_of_ = std::move(renumbered);
   cost_ = CostParams{.alpha_us = topology_->intra.alpha_us,
                      .beta_bytes_per_us = topology_->intra.beta_bytes_per_us,
+                     .gamma_bytes_per_us = topology_->intra.gamma_bytes_per_us,
                      .copy_bytes_per_us = topology_->intra.copy_bytes_per_us};
   if (!host_of_.empty()) {
     cost_.inter_alpha_us = topology_->inter.alpha_us;
     cost_.inter_beta_bytes_per_us = topology_->inter.beta_bytes_per_us;
   }
+  // Ranks of the whole job on this host against its cores.
+  int local_ranks = 0;
+  const int me = fabric_rank[rank];
+  for (int h : topology_->host_of) local_ranks += h == topology_->host_of[me] ? 1 : 0;
+  const bool oversubscribed =
+      local_ranks > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
-                                         config_.wait_policy, config_.spin_time);
+                                         config_.wait_policy, config_.spin_time, oversubscribed);
 }
 
 // Work::wait() without an argument outlasts the operation's own deadline a little, so the

@@ -247,7 +247,7 @@ std::vector<SettingRow> make_rows() {
          c.chunk_bytes = parse_bytes_setting(n, v, 0);
        },
        [](const Config& c, const std::string&) { return format_bytes(c.chunk_bytes); }},
-      {{"PLAIT_WAIT", enum_type(kWaitPolicies), "block",
+      {{"PLAIT_WAIT", enum_type(kWaitPolicies), "hybrid",
         "How waits poll completions: busy-poll, sleep, or spin PLAIT_SPIN_US then sleep"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.wait_policy = static_cast<WaitPolicy>(parse_choice(n, v, kWaitPolicies));

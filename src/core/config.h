@@ -27,7 +27,7 @@ struct Config {
   std::string tcp_interface;                          // PLAIT_TCP_IFNAME / address to bind
   size_t eager_threshold = 0;          // PLAIT_EAGER_THRESHOLD: 0 = from the cost model
   size_t chunk_bytes = 0;              // PLAIT_CHUNK_BYTES: pipelining unit, 0 = automatic
-  WaitPolicy wait_policy = WaitPolicy::kBlock;  // PLAIT_WAIT: spin|block|hybrid
+  WaitPolicy wait_policy = WaitPolicy::kHybrid;  // PLAIT_WAIT: spin|block|hybrid
   std::chrono::microseconds spin_time{50};       // PLAIT_SPIN_US: hybrid's spin budget
   int ps_roots = 0;                   // PLAIT_PS_ROOTS: k roots of the ps algorithm, 0 = auto
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "transport/host_identity.h"
 #include "transport/memory_registry.h"
+#include "transport/tuned_costs.h"
 
 namespace plait::transport {
 namespace {
@@ -103,6 +104,7 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
   }
   if (remote.empty()) topo.inter = topo.intra;
   topo.provider = provider;
+  apply_tuned_topology(options, topo);  // measured constants (plait tune), rank 0's for all
   if (log_enabled(LogLevel::kInfo))
     log(LogLevel::kInfo, "rank ", options.rank, ": ", topo.hosts(), " host(s); ",
         local.empty() ? "" : "shm to ranks " + rank_ranges(local) + (remote.empty() ? "" : ", "),

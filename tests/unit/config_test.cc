@@ -86,7 +86,7 @@ TEST(ConfigRegistry, EmptyEnvironmentGivesDefaults) {
   EXPECT_EQ(c.log_level, "warn");
   EXPECT_EQ(c.tcp_streams, 2);
   EXPECT_EQ(c.tcp_stripe_bytes, 256u * 1024);
-  EXPECT_EQ(c.wait_policy, WaitPolicy::kBlock);
+  EXPECT_EQ(c.wait_policy, WaitPolicy::kHybrid);
   EXPECT_TRUE(c.algo.empty());
 }
 

@@ -17,6 +17,8 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <thread>
+
 #include "core/log.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/shm_fabric.h"
@@ -104,11 +106,12 @@ void ShmFabric::dispatch(Peer& p, const Record& r) {
 // --- transfers ---
 
 void ShmFabric::queue_transfer(Transfer t) {
+  // Counted first: the count never drops below the transfers queued (has_work() reads it).
+  transfer_count_.fetch_add(1, std::memory_order_seq_cst);
   {
     std::lock_guard lock(transfers_mu_);
     transfers_.push_back(std::move(t));
   }
-  transfer_count_.fetch_add(1, std::memory_order_seq_cst);
   wake_self();
 }
 
@@ -230,6 +233,8 @@ void ShmFabric::progress_loop() {
   auto last_check = Clock::now();
   auto last_work = last_check;
   unsigned spins = 0;
+  const bool crowded =
+      peers_.size() + 1 > std::max<size_t>(1, std::thread::hardware_concurrency());
   while (!stop_requested_.load(std::memory_order_relaxed)) {
     if (progress()) {
       last_work = Clock::now();
@@ -242,9 +247,11 @@ void ShmFabric::progress_loop() {
       continue;
     }
     const bool polled = own_header().pollers.load(std::memory_order_relaxed) != 0;
-    const bool spin = config_.wait_policy == WaitPolicy::kSpin ||
-                      (config_.wait_policy == WaitPolicy::kHybrid &&
-                       now - last_work < config_.spin_time);
+    // With more ranks than cores, a spinning progress thread takes the core from the very
+    // rank whose message it waits for: sleep at once and let the waiting callers spin.
+    const bool spin = !crowded && (config_.wait_policy == WaitPolicy::kSpin ||
+                                   (config_.wait_policy == WaitPolicy::kHybrid &&
+                                    now - last_work < config_.spin_time));
     if (spin && !polled) {
       // The yield lets a thread that shares our core run (oversubscribed hosts).
       if ((++spins & 63) == 0)

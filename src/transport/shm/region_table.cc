@@ -24,7 +24,7 @@ RegionPublisher::RegionPublisher(SegmentView own, int rank,
 void RegionPublisher::on_add(const RegionRef& region) {
   const uint64_t slots = own_.header().table_slots;
   std::lock_guard lock(mu_);
-  if (slots == 0 || slots_.count(region->key())) return;
+  if (closed_ || slots == 0 || slots_.count(region->key())) return;
   for (uint64_t i = 0; i < slots; ++i) {
     const uint64_t s = (region->key() + i) % slots;
     RegionSlot& slot = own_.slot(s);
@@ -58,6 +58,7 @@ void RegionPublisher::on_remove(const RegionRef& region) {
 
 void RegionPublisher::retire_all() {
   std::lock_guard lock(mu_);
+  closed_ = true;
   for (const auto& [key, slot] : slots_) retire(slot);
   slots_.clear();
 }

@@ -40,7 +40,9 @@ class RegionPublisher final : public RegistryListener {
 
   void on_add(const RegionRef& region) override;
   void on_remove(const RegionRef& region) override;
-  // Retires every slot (at shutdown): peers fall back to asking us, and get refused.
+  // Retires every slot and publishes nothing more (at shutdown): peers fall back to asking
+  // us, and get refused. Before the listener is removed, so no region is left published
+  // that a later deregistration would not retire.
   void retire_all();
 
  private:
@@ -53,6 +55,7 @@ class RegionPublisher final : public RegistryListener {
   std::mutex mu_;
   std::unordered_map<uint64_t, uint64_t> slots_;  // key -> slot; guarded by mu_
   bool logged_full_ = false;
+  bool closed_ = false;  // guarded by mu_
 };
 
 // A peer's region, pinned by us.

@@ -120,8 +120,8 @@ ShmFabric::~ShmFabric() {
   stopping_.store(true);
   // Our regions stop being reachable by CMA before the memory may go away; pins in flight
   // are waited out.
-  registry_->remove_listener(publisher_.get());
   publisher_->retire_all();
+  registry_->remove_listener(publisher_.get());
   // After every record we wrote: peers drain what we sent, then see us gone.
   own_header().closed.store(1, std::memory_order_release);
   for (auto& p : peers_) ring_doorbell(p->view.header(), /*force=*/true);

@@ -184,6 +184,14 @@ bool ShmFabric::step_pull(Transfer& t) {
     send_record(p, fin);
     return true;
   }
+  // A sender that shut its fabric down abandoned the send: its buffer may be gone already,
+  // and what we read after that is not its message. (Checked after each chunk: while the
+  // flag was clear, the chunk read was of live memory.)
+  if (p.view.header().closed.load(std::memory_order_acquire) != 0) {
+    fail_remote(op, "rank " + std::to_string(p.rank) +
+                        " shut down its fabric while its message was being received");
+    return true;
+  }
   t.done += n;
   if (t.done < length) return false;
   send_record(p, fin);
