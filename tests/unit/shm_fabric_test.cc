@@ -201,8 +201,8 @@ TEST_P(ShmPair, SixtyFourMebibytes) {
   round_trip(pattern(64 << 20, 1), /*recv_first=*/true);
 }
 
-TEST_P(ShmPair, SpinAndHybridPoliciesWorkToo) {
-  for (WaitPolicy policy : {WaitPolicy::kSpin, WaitPolicy::kHybrid}) {
+TEST_P(ShmPair, EveryWaitPolicyWorks) {
+  for (WaitPolicy policy : {WaitPolicy::kSpin, WaitPolicy::kHybrid, WaitPolicy::kBlock}) {
     Config config = test_config(GetParam());
     config.wait_policy = policy;
     start(config);
