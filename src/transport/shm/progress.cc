@@ -195,7 +195,10 @@ void ShmFabric::fail_peer(Peer& p, const std::string& why, bool orderly) {
   const bool any_source_too = !orderly || everyone_gone;
   auto involved = [&](const Op& op) {
     int q = op.peer.load();
-    return q == p.rank || (any_source_too && q == kAnySource);
+    // A sibling copy (composite fabric) must not fail because this provider's peers left
+    // in order: the other provider's peers may still send.
+    return q == p.rank ||
+           (q == kAnySource && (!orderly || (any_source_too && op.sibling == nullptr)));
   };
   std::vector<OpRef> ops = ops_.select(involved);
   std::vector<OpRef> posted = matcher_.posted_if(involved);

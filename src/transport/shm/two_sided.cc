@@ -110,6 +110,7 @@ void ShmFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
     if (peer_of(peer)->failed.load()) fail_remote(*op, failure_of(*peer_of(peer)));
     return;
   }
+  if (op->sibling) return;  // the other provider's peers may still send
   for (const auto& p : peers_)
     if (!p->failed.load()) return;
   fail_remote(*op, "no peer is left to receive from");

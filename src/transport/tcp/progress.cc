@@ -197,7 +197,10 @@ void TcpFabric::fail_peer(int peer, const std::string& why, bool orderly) {
   const bool any_source_too = !orderly || everyone_gone;
   auto involved = ops_.select([&](const Op& op) {
     int q = op.peer.load();
-    return q == peer || (any_source_too && q == kAnySource);
+    // A sibling copy (composite fabric) must not fail because this provider's peers left
+    // in order: the other provider's peers may still send.
+    return q == peer ||
+           (q == kAnySource && (!orderly || (any_source_too && op.sibling == nullptr)));
   });
   for (const OpRef& op : involved) fail_remote(*op, why);
 }

@@ -100,6 +100,7 @@ void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
     }
     return;
   }
+  if (op->sibling) return;  // the other provider's peers may still send
   for (int p = 0; p < size_; ++p)
     if (peers_[p] && !peers_[p]->failed.load()) return;
   fail_remote(*op, "no peer is left to receive from");
