@@ -47,7 +47,8 @@ class TwoHosts : public ::testing::Test {
   // Runs `plait bench <args>` as `world` ranks, rank r in namespace r % 2 (so with 4 ranks
   // each namespace, a "host", holds two); returns every rank's output, rank 0's first.
   JobResult bench_across(const std::string& args, int world = 2, const std::string& env = "") {
-    const std::string dir = ::testing::TempDir();
+    // Per process: ctest runs this file's tests in parallel.
+    const std::string dir = ::testing::TempDir() + "plait-netns-" + std::to_string(::getpid()) + "-";
     std::ostringstream script;
     for (int r = 0; r < world; ++r) {
       script << "ip netns exec " << ns_[r % 2] << " env RANK=" << r << " WORLD_SIZE=" << world

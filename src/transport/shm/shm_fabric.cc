@@ -156,6 +156,7 @@ void ShmFabric::cancel(CompletionQueue* cq) {
   ops.insert(ops.end(), posted.begin(), posted.end());
   for (const OpRef& op : ops) fail(*op, aborted_error("cancelled", context_of(*op)));
   matcher_.purge_finished();
+  { std::unique_lock reports(report_guard_); }  // reports racing with us have landed
   // Waits out the provider's write into user memory in flight, if any (one record's copy or
   // one CMA chunk); every later one sees the ops finished.
   std::unique_lock barrier(user_memory_guard_);
@@ -253,11 +254,16 @@ Completion completion_of(const Op& op) {
 
 }  // namespace
 
+// Claim and push under report_guard_ (shared): cancel() takes it exclusively after claiming
+// what it found, so once cancel() returns no completion is still on its way into the queue
+// (whose owner may destroy it right away).
 void ShmFabric::succeed(Op& op) {
+  std::shared_lock guard(report_guard_);
   if (op.claim()) report(op, nullptr);
 }
 
 void ShmFabric::fail(Op& op, const Error& error) {
+  std::shared_lock guard(report_guard_);
   if (op.claim()) report(op, std::make_shared<const Error>(error));
 }
 

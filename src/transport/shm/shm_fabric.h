@@ -222,6 +222,7 @@ class ShmFabric final : public Fabric, public InlineProgress {
   // Shared around every write into a pending op's memory by the provider; cancel() takes it
   // exclusively once, after marking ops finished, to wait out the writes in flight.
   std::shared_mutex user_memory_guard_;
+  std::shared_mutex report_guard_;  // see succeed()/fail() and cancel()
   std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
 
   // One drainer at a time: the progress thread or an inline poller (try-lock).

@@ -98,6 +98,7 @@ void TcpFabric::progress_loop() {
       }
       if (!s->receiving) continue;
       if (events[i].events & EPOLLOUT) {
+        std::shared_lock guard(report_guard_);  // from the claim to the report
         std::vector<OpRef> finished;
         if (s->flush(&finished) != 0) broken_stream_.store(true);
         report_sent(finished);

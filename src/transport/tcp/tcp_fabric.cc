@@ -108,6 +108,7 @@ void TcpFabric::cancel(CompletionQueue* cq) {
       if (peer)
         for (auto& s : peer->streams) s->keep_started_frame_locked();
   }
+  { std::unique_lock reports(report_guard_); }  // reports racing with us have landed
   matcher_.purge_finished();
   // Waits out the progress thread's access to user memory in flight, if any; every later
   // one sees the ops finished.
@@ -190,11 +191,16 @@ Completion completion_of(const Op& op) {
 
 }  // namespace
 
+// Claim and push under report_guard_ (shared): cancel() takes it exclusively after claiming
+// what it found, so once cancel() returns no completion is still on its way into the queue
+// (whose owner may destroy it right away).
 void TcpFabric::succeed(Op& op) {
+  std::shared_lock guard(report_guard_);
   if (op.claim()) report(op, nullptr);
 }
 
 void TcpFabric::fail(Op& op, const Error& error) {
+  std::shared_lock guard(report_guard_);
   if (op.claim()) report(op, std::make_shared<const Error>(error));
 }
 
@@ -218,6 +224,8 @@ ErrorContext TcpFabric::context_of(const Op& op) const {
 }
 
 void TcpFabric::submit(int peer, int index, Frame frame) {
+  // From the claim inside the stream to the report (see succeed()).
+  std::shared_lock guard(report_guard_);
   std::vector<OpRef> finished;
   if (stream(peer, index).submit(std::move(frame), &finished) != 0) {
     // This write broke the socket; the progress thread fails the peer.

@@ -159,6 +159,7 @@ class TcpFabric final : public Fabric, private StreamHandler {
   // Shared around every access to a pending op's memory by the provider; cancel() takes it
   // exclusively once, after marking ops finished, to wait out accesses in flight.
   std::shared_mutex user_memory_guard_;
+  std::shared_mutex report_guard_;  // see succeed()/fail() and cancel()
   std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
   std::vector<std::unique_ptr<Peer>> peers_;  // peers_[rank_] is null
 
