@@ -107,7 +107,7 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
       if (!coll::parse_algorithm(o.algo, &algorithm))
         throw invalid_usage("--algo: unknown algorithm '" + o.algo +
                             "'; one of: auto naive ps ring halving_doubling "
-                            "recursive_doubling binomial_tree");
+                            "recursive_doubling binomial_tree double_binary_tree hierarchical");
     } else if (name == "--root") {
       o.root = parse_int(name, value(), 0);
     } else if (name == "--iters") {
@@ -175,7 +175,7 @@ std::string bench_usage() {
          "  --dtype T       f32 (default) f64 f16 bf16 i8 u8 i32 i64\n"
          "  --redop OP      sum (default) prod min max avg\n"
          "  --algo NAME     auto (default) naive ps ring halving_doubling recursive_doubling\n"
-         "                  binomial_tree\n"
+         "                  binomial_tree double_binary_tree hierarchical\n"
          "  --root R        root of reduce, broadcast, gather, scatter (default 0)\n"
          "  --iters N       timed calls per size (default: as many as fill ~0.2 s, >= 5)\n"
          "  --warmup N      untimed calls per size first (default 5)\n"
