@@ -159,7 +159,10 @@ void ShmFabric::check_peers(bool pidfds) {
     Peer& p = *peers_[i];
     if (p.failed.load()) continue;
     const bool closed = p.view.header().closed.load(std::memory_order_acquire) != 0;
-    const bool dead = pidfds && (pollfds_[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    const bool dead =
+        pidfds && (p.link.pidfd.valid()
+                       ? (pollfds_[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0
+                       : process_gone(p.link.pid));
     if (!closed && !dead) continue;
     // What it sent before it went stays deliverable: take it all in first.
     while (!p.ring_broken.load() && drain(p)) {

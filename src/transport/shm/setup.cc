@@ -154,7 +154,9 @@ bool decide_cma(const FabricOptions& o, const Attachment& a, size_t i, int our_e
 
 }  // namespace
 
-bool peer_exited(const PeerLink& peer) { return pidfd_exited(peer.pidfd); }
+bool peer_exited(const PeerLink& peer) {
+  return peer.pidfd.valid() ? pidfd_exited(peer.pidfd) : process_gone(peer.pid);
+}
 
 Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
                   const Geometry& geometry) {
@@ -195,8 +197,9 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
                                " is gone: its setup failed or it exited (see its error)");
           p.my_index = verify_peer(p.segment, o, peer);
           p.pid = p.segment.view().header().pid;
+          // Without pidfd_open (old kernels, valgrind) liveness falls back to kill(pid, 0).
           p.pidfd = net::Fd(pidfd_open(p.pid));
-          if (!p.pidfd.valid() || pidfd_exited(p.pidfd))
+          if (peer_exited(p))
             throw remote_error("rank " + std::to_string(peer) + " (pid " +
                                std::to_string(p.pid) + ") exited during setup");
         } catch (const Error& e) {
@@ -243,7 +246,7 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
           it = waiting.erase(it);
           continue;
         }
-        if (pidfd_exited(p.pidfd))
+        if (peer_exited(p))
           throw remote_error("rank " + std::to_string(p.rank) + " (pid " +
                              std::to_string(p.pid) + ") exited during setup",
                              {.rank = o.rank, .peer = p.rank, .op = ctx.op});
