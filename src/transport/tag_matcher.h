@@ -4,8 +4,9 @@
 // provider, or the sender's rendezvous request kept).
 //
 // The provider supplies the types:
-//   Op     a receive: std::atomic<int> peer (kAnySource until matched), uint64_t tag,
-//          std::atomic<uint64_t> message_length / message_header, bool done() const
+//   Op     a receive: a CompletionClaim (completion_claim.h) with std::atomic<int> peer
+//          (kAnySource until matched), uint64_t tag, std::atomic<uint64_t> message_length /
+//          message_header
 //   Entry  an unexpected message: int source; uint64_t tag, header, length;
 //          bool rendezvous, complete; std::shared_ptr<Op> claimed_by; default-constructible
 //
@@ -137,20 +138,10 @@ class TagMatcher {
 
  private:
   // An any-source receive that a composite fabric posted on several providers carries a
-  // shared claim (Op::try_match / Op::sibling_lost): the first provider to match it wins,
-  // the others drop their copy without a completion.
-  static bool take(Op& recv) {
-    if constexpr (requires { recv.try_match(); })
-      return recv.try_match();
-    else
-      return true;
-  }
-  static bool lost(Op& recv) {
-    if constexpr (requires { recv.sibling_lost(); })
-      return recv.sibling_lost();
-    else
-      return false;
-  }
+  // shared claim (CompletionClaim::sibling): the first provider to match it wins, the others
+  // drop their copy without a completion.
+  static bool take(Op& recv) { return recv.try_match(); }
+  static bool lost(Op& recv) { return recv.sibling_lost(); }
 
   static bool accepts(const Op& recv, int source, uint64_t tag) {
     int want = recv.peer.load(std::memory_order_relaxed);

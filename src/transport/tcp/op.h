@@ -16,12 +16,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/completion_claim.h"
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
 
 namespace plait::transport::tcp {
 
-struct Op {
+// Completion (exactly once, sibling receives): CompletionClaim.
+struct Op : CompletionClaim {
   uint64_t id = 0;
   OpType type = OpType::kSend;
   PolicyCompletionQueue* cq = nullptr;
@@ -45,40 +47,6 @@ struct Op {
   // write/read: the first piece that failed. Progress thread only.
   std::shared_ptr<const Error> first_error;
 
-  std::atomic<bool> finished{false};
-  // recv posted on several providers (Fabric::recv_any_sibling): shared by the copies.
-  std::shared_ptr<std::atomic<bool>> sibling;
-  std::atomic<bool> owns_sibling{false};
-
-  // Whether the op may complete once and for all (claims the completion; a sibling copy
-  // must also win the shared claim).
-  bool claim() {
-    if (finished.exchange(true, std::memory_order_acq_rel)) return false;
-    return take_sibling();
-  }
-  bool done() const { return finished.load(std::memory_order_acquire); }
-  // TagMatcher: a message matched this recv. False if a sibling copy got there first (this
-  // copy is finished then, silently).
-  bool try_match() {
-    if (take_sibling()) return true;
-    finished.store(true, std::memory_order_release);
-    return false;
-  }
-  // TagMatcher, before queueing: whether a sibling copy already completed.
-  bool sibling_lost() {
-    if (!sibling || owns_sibling.load() || !sibling->load()) return false;
-    finished.store(true, std::memory_order_release);
-    return true;
-  }
-
- private:
-  bool take_sibling() {
-    if (!sibling || owns_sibling.load()) return true;
-    bool expected = false;
-    if (!sibling->compare_exchange_strong(expected, true)) return false;
-    owns_sibling.store(true);
-    return true;
-  }
 };
 
 using OpRef = std::shared_ptr<Op>;
