@@ -138,18 +138,33 @@ static const std::string& algorithm_name(Algorithm a) {
 // The cost model ranks every algorithm and explains its choice in text; that costs more than
 // a small collective over shared memory, so each plain shape (no per-rank counts) is
 // decided once.
-Selection CommunicatorImpl::select(const CollArgs& args, const std::string& choice) {
+std::shared_ptr<const Selection> CommunicatorImpl::select(const CollArgs& args,
+                                                          const std::string& choice) {
   if (!args.counts.empty() || !args.send_counts.empty())
-    return select_algorithm(args, choice, config_, cost_);
+    return std::make_shared<const Selection>(select_algorithm(args, choice, config_, cost_));
+  std::lock_guard lock(select_mu_);
+  // A loop calls the same shape again and again: the previous answer first, without
+  // building a key.
+  const SelectionKey& last = last_selection_key_;
+  if (last_selection_ && std::get<0>(last) == static_cast<int>(args.op) &&
+      std::get<1>(last) == static_cast<int>(args.dtype) &&
+      std::get<2>(last) == static_cast<int>(args.redop) && std::get<3>(last) == args.root &&
+      std::get<4>(last) == args.count && std::get<5>(last) == args.in_place &&
+      std::get<6>(last) == choice)
+    return last_selection_;
   SelectionKey key{static_cast<int>(args.op), static_cast<int>(args.dtype),
                    static_cast<int>(args.redop), args.root, args.count, args.in_place, choice};
-  std::lock_guard lock(select_mu_);
   auto it = selections_.find(key);
-  if (it != selections_.end()) return it->second;
-  Selection s = select_algorithm(args, choice, config_, cost_);
-  if (selections_.size() >= 1024) selections_.clear();
-  selections_.emplace(std::move(key), s);
-  return s;
+  if (it == selections_.end()) {
+    if (selections_.size() >= 1024) selections_.clear();
+    it = selections_
+             .emplace(key, std::make_shared<const Selection>(
+                               select_algorithm(args, choice, config_, cost_)))
+             .first;
+  }
+  last_selection_key_ = std::move(key);
+  last_selection_ = it->second;
+  return last_selection_;
 }
 
 WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
@@ -157,7 +172,8 @@ WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
   const std::string op_name(to_string(c.args.op));
   const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;
   c.args.chunk_count = std::max<size_t>(1, chunk_bytes / elem);
-  const Selection selection = select(c.args, opts.algorithm);
+  const std::shared_ptr<const Selection> chosen = select(c.args, opts.algorithm);
+  const Selection& selection = *chosen;
 
   auto call = std::make_unique<CollectiveCall>();
   call->algorithm = selection.info;

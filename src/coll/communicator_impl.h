@@ -71,7 +71,7 @@ class CommunicatorImpl : public Communicator {
   };
   CollArgs base_args(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count) const;
   WorkPtr enqueue(Call call, const CallOptions& opts);
-  Selection select(const CollArgs& args, const std::string& choice);
+  std::shared_ptr<const Selection> select(const CollArgs& args, const std::string& choice);
   void check_root(int root, const char* op) const;
   void check_buffer(const void* p, size_t elems, const char* what, const char* op) const;
   std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
@@ -90,7 +90,9 @@ class CommunicatorImpl : public Communicator {
   // (op, dtype, redop, root, count, in_place, the call's algorithm choice) -> selection
   using SelectionKey = std::tuple<int, int, int, int, size_t, bool, std::string>;
   std::mutex select_mu_;
-  std::map<SelectionKey, Selection> selections_;
+  std::map<SelectionKey, std::shared_ptr<const Selection>> selections_;
+  SelectionKey last_selection_key_;
+  std::shared_ptr<const Selection> last_selection_;
 };
 
 }  // namespace plait::coll

@@ -15,9 +15,12 @@ void mix(size_t& h, const std::vector<size_t>& v) {
 }  // namespace
 
 bool ScheduleCache::Key::operator==(const Key& o) const {
+  return same(o.algorithm, o.args);
+}
+
+bool ScheduleCache::Key::same(const AlgorithmInfo* other_algorithm, const CollArgs& b) const {
   const CollArgs& a = args;
-  const CollArgs& b = o.args;
-  return algorithm == o.algorithm && a.op == b.op && a.rank == b.rank && a.size == b.size &&
+  return algorithm == other_algorithm && a.op == b.op && a.rank == b.rank && a.size == b.size &&
          a.dtype == b.dtype && a.redop == b.redop && a.root == b.root && a.count == b.count &&
          a.in_place == b.in_place && a.chunk_count == b.chunk_count &&
          a.ps_roots == b.ps_roots && a.counts == b.counts && a.displs == b.displs &&
@@ -44,13 +47,20 @@ size_t ScheduleCache::KeyHash::operator()(const Key& k) const {
 
 std::shared_ptr<const Schedule> ScheduleCache::get(const AlgorithmInfo& algorithm,
                                                    const CollArgs& args) {
+  // The same shape as last time (a loop): no key to build, nothing to hash.
+  if (last_ && last_key_.same(&algorithm, args)) return last_;
   Key key{&algorithm, args};
+  auto remember = [&](std::shared_ptr<const Schedule> s) {
+    last_key_ = key;
+    last_ = s;
+    return s;
+  };
   auto it = map_.find(key);
-  if (it != map_.end()) return it->second;
+  if (it != map_.end()) return remember(it->second);
   auto schedule = std::make_shared<const Schedule>(algorithm.build(args));
   if (map_.size() >= kCapacity) map_.clear();
-  map_.emplace(std::move(key), schedule);
-  return schedule;
+  map_.emplace(key, schedule);
+  return remember(schedule);
 }
 
 }  // namespace plait::coll

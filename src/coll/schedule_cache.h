@@ -24,6 +24,7 @@ class ScheduleCache {
     const AlgorithmInfo* algorithm;
     CollArgs args;
     bool operator==(const Key& o) const;
+    bool same(const AlgorithmInfo* other_algorithm, const CollArgs& other_args) const;
   };
   struct KeyHash {
     size_t operator()(const Key& k) const;
@@ -32,6 +33,8 @@ class ScheduleCache {
   // benchmark, must not grow the cache without bound).
   static constexpr size_t kCapacity = 512;
   std::unordered_map<Key, std::shared_ptr<const Schedule>, KeyHash> map_;
+  Key last_key_{nullptr, {}};
+  std::shared_ptr<const Schedule> last_;
 };
 
 }  // namespace plait::coll
