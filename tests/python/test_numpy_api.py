@@ -1,0 +1,48 @@
+"""The NumPy API of `import plait`, on real ranks started by `plait run`."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAIT = os.environ.get("PLAIT_BIN", "plait")
+
+
+def run_ranks(n, case, timeout=120):
+    cmd = [PLAIT, "run", "-n", str(n), "--", sys.executable, os.path.join(HERE, "numpy_ranks.py"),
+           case]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_import_exposes_the_api():
+    import plait
+
+    for name in ("init", "Communicator", "Work", "Error", "TimeoutError", "ANY_SOURCE"):
+        assert hasattr(plait, name), name
+    assert issubclass(plait.TimeoutError, plait.Error)
+    assert issubclass(plait.TimeoutError, TimeoutError)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_collectives_on_numpy_arrays(n):
+    code, out = run_ranks(n, "collectives")
+    assert code == 0, out
+    assert out.count("collectives ok") == n, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_point_to_point_order_and_any_source(n):
+    code, out = run_ranks(n, "point_to_point")
+    assert code == 0, out
+
+
+def test_split():
+    code, out = run_ranks(4, "split")
+    assert code == 0, out
+
+
+def test_errors_are_python_exceptions_with_context():
+    code, out = run_ranks(2, "errors")
+    assert code == 0, out
