@@ -13,6 +13,7 @@
 //                             writes the next.
 #include <cstring>
 
+#include "transport/op_report.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_fabric.h"
 
@@ -118,11 +119,7 @@ void ShmFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
 
 bool ShmFabric::truncated(Op& recv, uint64_t length) {
   if (length <= recv.length) return false;
-  fail(recv, invalid_usage("message of " + std::to_string(length) + " bytes from rank " +
-                               std::to_string(recv.peer.load()) + " (tag " +
-                               std::to_string(recv.tag) + ") does not fit the receive buffer of " +
-                               std::to_string(recv.length) + " bytes",
-                           context_of(recv)));
+  fail(recv, truncation_error(recv, length, context_of(recv)));
   return true;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/log.h"
+#include "transport/op_report.h"
 #include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
@@ -166,30 +167,6 @@ bool TcpFabric::admit(const OpRef& op) {
   return true;
 }
 
-namespace {
-
-Completion completion_of(const Op& op) {
-  Completion c;
-  c.context = op.context;
-  c.op = op.type;
-  c.peer = op.peer.load(std::memory_order_relaxed);
-  c.tag = op.tag;
-  switch (op.type) {
-    case OpType::kRecv:
-      c.bytes = op.message_length.load(std::memory_order_relaxed);
-      c.header = op.message_header.load(std::memory_order_relaxed);
-      break;
-    case OpType::kFetchAdd:
-    case OpType::kCompareSwap:
-      c.bytes = sizeof(uint64_t);
-      break;
-    default:
-      c.bytes = op.length;
-  }
-  return c;
-}
-
-}  // namespace
 
 // Claim and push under report_guard_ (shared): cancel() takes it exclusively after claiming
 // what it found, so once cancel() returns no completion is still on its way into the queue

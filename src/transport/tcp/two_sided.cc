@@ -9,6 +9,7 @@
 //                             straight into the recv buffer at its offset.
 #include <cstring>
 
+#include "transport/op_report.h"
 #include "transport/tcp/tcp_fabric.h"
 
 namespace plait::transport::tcp {
@@ -108,11 +109,7 @@ void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
 
 bool TcpFabric::truncated(Op& recv, uint64_t length) {
   if (length <= recv.length) return false;
-  fail(recv, invalid_usage("message of " + std::to_string(length) + " bytes from rank " +
-                               std::to_string(recv.peer.load()) + " (tag " +
-                               std::to_string(recv.tag) + ") does not fit the receive buffer of " +
-                               std::to_string(recv.length) + " bytes",
-                           context_of(recv)));
+  fail(recv, truncation_error(recv, length, context_of(recv)));
   return true;
 }
 
