@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,12 @@ class Work {
   // Collectives: the algorithm that runs it ("ring"), whether forced or chosen by the cost
   // model; empty for send/recv.
   virtual const std::string& algorithm() const = 0;
+  // Runs `callback` once the operation has finished (successfully or not), in the thread that
+  // finishes it, or at once in this thread if it already has. The callback must be quick and
+  // must not call into the communicator (hand the news to a thread of your own), because the
+  // thread that runs it may be driving the engine. Several callbacks run in the order given;
+  // one may still be running when wait() returns.
+  virtual void on_complete(std::function<void()> callback) = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -127,6 +134,12 @@ class Communicator {
   // Collective: ranks with the same color form a new communicator, ordered by (key, rank).
   // Returns nullptr on ranks that pass kUndefinedColor.
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+  // A communicator of the given ranks of this one (new rank i is ranks[i]), sharing its
+  // connections. Unlike split, only the members call it (all with the same list, and in the
+  // same order relative to the other subgroups they create); the others need not take part,
+  // as torch.distributed.new_group expects. Blocks until the members agree on the new group's
+  // identity, or the timeout.
+  virtual std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks) = 0;
 
   // Fails every pending and future operation with kAborted and tells the peers, whose
   // pending operations on this communicator fail too. Safe to call from any thread.

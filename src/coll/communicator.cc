@@ -51,6 +51,7 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
                                    std::shared_ptr<Store> store, Config config,
                                    std::chrono::milliseconds timeout)
     : topology_(std::move(topology)),
+      comm_id_(comm_id),
       store_(std::move(store)),
       config_(std::move(config)),
       timeout_(timeout) {
@@ -290,6 +291,50 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
                                             static_cast<uint32_t>(ids[members.front()]),
                                             new_rank, std::move(fabric_ranks), store_, config_,
                                             timeout_);
+}
+
+std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>& ranks) {
+  const ErrorContext ctx{.rank = rank(), .op = "subgroup"};
+  std::vector<bool> seen(size());
+  for (int r : ranks) {
+    if (r < 0 || r >= size())
+      throw invalid_usage("member " + std::to_string(r) + " out of range for " +
+                              std::to_string(size()) + " ranks", ctx);
+    if (seen[r]) throw invalid_usage("member " + std::to_string(r) + " listed twice", ctx);
+    seen[r] = true;
+  }
+  auto me = std::find(ranks.begin(), ranks.end(), rank());
+  if (me == ranks.end())
+    throw invalid_usage("only members create a subgroup; rank " + std::to_string(rank()) +
+                            " is not in the list",
+                        ctx);
+  int nth;
+  {
+    std::lock_guard lock(subgroup_mu_);
+    nth = subgroups_made_[ranks]++;
+  }
+  // The first member draws a communicator id (unique per fabric, as in split) and publishes
+  // it under a key every member derives alike.
+  std::string key = "subgroup/" + std::to_string(comm_id_) + "/";
+  for (int r : ranks) key += std::to_string(r) + ",";
+  key += "/" + std::to_string(nth);
+  int64_t id;
+  if (ranks.front() == rank()) {
+    id = store_->add("comm_ids", 1) + 1;
+    store_->set(key, std::to_string(id));
+  } else {
+    try {
+      id = std::stoll(store_->get_string(key, timeout_));
+    } catch (const Error& e) {
+      throw e.with_context(ctx);
+    }
+  }
+  std::vector<int> fabric_ranks;
+  for (int m : ranks) fabric_ranks.push_back(engine_->fabric_rank(m));
+  return std::make_shared<CommunicatorImpl>(engine_->fabric(), topology_,
+                                            static_cast<uint32_t>(id),
+                                            static_cast<int>(me - ranks.begin()),
+                                            std::move(fabric_ranks), store_, config_, timeout_);
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

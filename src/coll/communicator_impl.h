@@ -56,6 +56,7 @@ class CommunicatorImpl : public Communicator {
   WorkPtr recv(void* buf, size_t count, DataType dtype, int peer, uint32_t tag,
                const CallOptions& opts) override;
   std::shared_ptr<Communicator> split(int color, int key) override;
+  std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks) override;
   void abort(const std::string& reason) override;
 
  private:
@@ -80,6 +81,7 @@ class CommunicatorImpl : public Communicator {
   std::shared_ptr<const transport::FabricTopology> topology_;  // of the whole fabric
   std::vector<int> host_of_;  // per member: host index (CollArgs::host_of); empty: one host
   std::shared_ptr<CommEngine> engine_;
+  const uint32_t comm_id_;
   std::shared_ptr<Store> store_;
   Config config_;
   std::chrono::milliseconds timeout_;
@@ -93,6 +95,10 @@ class CommunicatorImpl : public Communicator {
   std::map<SelectionKey, std::shared_ptr<const Selection>> selections_;
   SelectionKey last_selection_key_;
   std::shared_ptr<const Selection> last_selection_;
+  // subgroup(): how many groups of each member list this rank has made (the n-th one of a
+  // list is the same group on every member).
+  std::mutex subgroup_mu_;
+  std::map<std::vector<int>, int> subgroups_made_;
 };
 
 }  // namespace plait::coll

@@ -51,7 +51,19 @@ size_t WorkImpl::bytes() const {
   return bytes_;
 }
 
+void WorkImpl::on_complete(std::function<void()> callback) {
+  {
+    std::lock_guard lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback();
+}
+
 void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t bytes) {
+  std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard lock(mu_);
     if (done_) return;
@@ -60,8 +72,11 @@ void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t byt
     source_ = source;
     bytes_ = bytes;
     done_flag_.store(true, std::memory_order_release);
+    callbacks.swap(callbacks_);
   }
   cv_.notify_all();
+  // Outside the lock: a callback may read the outcome (error(), source()).
+  for (auto& callback : callbacks) callback();
 }
 
 }  // namespace plait::coll

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/clock.h"
 #include "plait/communicator.h"
@@ -60,6 +61,7 @@ class WorkImpl : public Work {
   int source() const override;
   size_t bytes() const override;
   const std::string& algorithm() const override { return *algorithm_; }
+  void on_complete(std::function<void()> callback) override;
 
   // Engine side. The first call wins; later ones are ignored.
   void finish(std::shared_ptr<const Error> error, int source = -1, size_t bytes = 0);
@@ -82,6 +84,7 @@ class WorkImpl : public Work {
   std::shared_ptr<const Error> error_;
   int source_ = -1;
   size_t bytes_ = 0;
+  std::vector<std::function<void()>> callbacks_;
 };
 
 }  // namespace plait::coll

@@ -2,9 +2,11 @@
 // messages) and communicator split, on real ranks.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -129,6 +131,34 @@ int split_child() {
   if (rest) {
     CHECK_OR_FAIL(rest->size() == n - 1 && rest->rank() == me - 1, "rest rank %d/%d", rest->rank(), rest->size());
     rest->barrier()->wait();
+  }
+  // Subgroups are made by their members only: the odd ranks never call, the even ones make
+  // two groups of the same list (distinct groups), in reverse rank order.
+  if (me % 2 == 0) {
+    std::vector<int> evens;
+    for (int r = n - 1; r >= 0; --r)
+      if (r % 2 == 0) evens.push_back(r);
+    for (int round = 0; round < 2; ++round) {
+      auto sub = world->subgroup(evens);
+      CHECK_OR_FAIL(sub->size() == static_cast<int>(evens.size()), "subgroup size %d", sub->size());
+      CHECK_OR_FAIL(evens[sub->rank()] == me, "subgroup rank %d", sub->rank());
+      int64_t r0 = me, got = -1;
+      sub->broadcast(&r0, &got, 1, DataType::kI64, 0)->wait();
+      CHECK_OR_FAIL(got == evens[0], "subgroup root is %ld, want %d", long(got), evens[0]);
+    }
+  }
+  // on_complete runs once, after the result is in place, whether registered before or after.
+  {
+    int32_t in = 1, out = 0;
+    std::atomic<int> calls{0};
+    std::atomic<int32_t> seen{-1};
+    auto w = world->allreduce(&in, &out, 1, DataType::kI32, ReduceOp::kSum);
+    w->on_complete([&] { seen = out; ++calls; });
+    w->wait();
+    w->on_complete([&] { ++calls; });
+    // The first callback may still be running in the engine's thread when wait() returns.
+    for (int i = 0; i < 10000 && calls < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK_OR_FAIL(calls == 2 && seen == n, "on_complete: %d calls, saw %d", calls.load(), seen.load());
   }
   // A second world communicator over the same store does not collide with the first.
   auto again = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));

@@ -1,0 +1,44 @@
+"""plait.torch: plait as a torch.distributed backend.
+
+    import torch.distributed as dist
+    import plait.torch                      # registers the backend "plait"
+    dist.init_process_group("plait")       # env:// (plait run, torchrun) or any init_method
+    model = torch.nn.parallel.DistributedDataParallel(model)
+
+Every collective of torch.distributed runs on plait's communicator (shared memory between
+ranks of one host, TCP between hosts), asynchronously: Work objects complete on their own and
+their futures feed DDP. ``new_group`` makes a group that shares the default group's
+connections. Timeouts (the group's, or a call's) end with an error that says "Timed out".
+"""
+
+import torch.distributed as _dist
+
+from ._plait_torch import ProcessGroupPlait
+
+__all__ = ["ProcessGroupPlait", "create_process_group"]
+
+
+def create_process_group(store, rank, size, timeout):
+    """The backend's creator: a plait process group over torch's rendezvous ``store``.
+
+    Collective over the ``size`` ranks that share ``store``; ``timeout`` (a timedelta) bounds
+    the creation and every operation that does not set its own.
+    """
+    return ProcessGroupPlait.create(store, rank, size, timeout)
+
+
+def _create(options, pg_options=None):
+    # torch calls this with the extended argument structure, which names the new group's
+    # members: a group made by new_group then shares the default plait group's connections
+    # (only the members call here, so this is not a collective over the whole world).
+    ranks = list(options.global_ranks_in_group)
+    if ranks:
+        default = _dist.distributed_c10d._get_default_group()
+        if isinstance(default, ProcessGroupPlait):
+            return default.subgroup(ranks, options.timeout)
+    return create_process_group(options.store, options.group_rank, options.group_size,
+                                options.timeout)
+
+
+if "PLAIT" not in _dist.Backend._plugins:
+    _dist.Backend.register_backend("plait", _create, extended_api=True)

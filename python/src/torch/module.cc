@@ -1,0 +1,33 @@
+// The compiled half of plait.torch: the ProcessGroupPlait class, a subclass of torch's own
+// c10d ProcessGroup type, so torch.distributed calls its collectives directly.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group.h"
+
+namespace py = pybind11;
+using plait::torch_backend::PlaitProcessGroup;
+
+PYBIND11_MODULE(_plait_torch, m) {
+  // c10d's ProcessGroup and Store types must be registered before we derive from them.
+  py::module::import("torch.distributed");
+  m.doc() = "plait's c10d ProcessGroup (use plait.torch)";
+  py::class_<PlaitProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<PlaitProcessGroup>>(
+      m, "ProcessGroupPlait")
+      .def_static(
+          "create",
+          [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+             std::chrono::milliseconds timeout) {
+            return PlaitProcessGroup::create(store, rank, size, timeout);
+          },
+          py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "subgroup",
+          [](PlaitProcessGroup& self, const std::vector<int>& ranks,
+             std::chrono::milliseconds timeout) { return self.subgroup(ranks, timeout); },
+          py::arg("ranks"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("timeout", &PlaitProcessGroup::timeout);
+}

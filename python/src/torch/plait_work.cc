@@ -1,0 +1,158 @@
+#include "plait_work.h"
+
+#include <c10/util/Exception.h>
+
+#include "plait/error.h"
+
+namespace plait::torch_backend {
+
+CompletionThread::CompletionThread() : thread_([this] { run(); }) {}
+
+CompletionThread::~CompletionThread() { stop(); }
+
+void CompletionThread::post(c10::intrusive_ptr<PlaitWork> work) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(std::move(work));
+      cv_.notify_one();
+      return;
+    }
+  }
+  work->finish_call();
+}
+
+void CompletionThread::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) {
+    // The last reference may go in this very thread (a finished work's callback).
+    if (thread_.get_id() == std::this_thread::get_id())
+      thread_.detach();
+    else
+      thread_.join();
+  }
+}
+
+void CompletionThread::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;
+    auto work = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    work->finish_call();
+    work.reset();
+    lock.lock();
+  }
+}
+
+PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
+                     std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
+                     std::shared_ptr<CompletionThread> completer,
+                     std::shared_ptr<Communicator> comm)
+    : c10d::Work(rank, type, profiling_title,
+                 c10::optional<std::vector<at::Tensor>>(std::move(inputs))),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))),
+      completer_(std::move(completer)),
+      comm_(std::move(comm)) {}
+
+PlaitWork::~PlaitWork() = default;
+
+void PlaitWork::launch(const c10::intrusive_ptr<PlaitWork>& work) {
+  work->pending_ = work->parts_.size();
+  if (work->parts_.empty()) {
+    work->finish_call();
+    return;
+  }
+  for (auto& part : work->parts_) {
+    part->on_complete([w = work] {
+      if (--w->pending_ == 0) w->completer_->post(w);
+    });
+  }
+}
+
+void PlaitWork::finish_call() {
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(finish_mu_);
+    if (finished_) return;
+    for (auto& part : parts_) {
+      if (!part->test()) return;  // not yet: whoever sees the last part done finishes
+      if (auto e = part->error(); e && !error) error = std::make_exception_ptr(*e);
+    }
+    if (!error) {
+      try {
+        for (auto& step : steps_) step();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    finished_ = true;
+    keep_.clear();
+    steps_.clear();
+  }
+  // Outside the lock: Future callbacks may wait on this very Work or start new calls.
+  finish(error);
+  if (error)
+    future_->setError(error);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool PlaitWork::isCompleted() {
+  {
+    std::lock_guard lock(mutex_);
+    if (completed_) return true;
+  }
+  for (auto& part : parts_)
+    if (!part->test()) return false;
+  finish_call();
+  std::lock_guard lock(mutex_);
+  return completed_;
+}
+
+int PlaitWork::sourceRank() const {
+  TORCH_CHECK(!parts_.empty(), "sourceRank() is only for receives");
+  return parts_.front()->source();
+}
+
+std::vector<at::Tensor> PlaitWork::result() { return outputs_; }
+
+bool PlaitWork::wait(std::chrono::milliseconds timeout) {
+  const bool bounded = timeout.count() > 0;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (auto& part : parts_) {
+    try {
+      if (!bounded) {
+        part->wait();
+      } else {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        part->wait(std::max(left, std::chrono::milliseconds(1)));
+      }
+    } catch (const Error&) {
+      if (!part->test()) throw;  // this wait's own limit: the call goes on
+      break;                     // the part failed: finish_call records why
+    }
+  }
+  finish_call();
+  // A step may still be finishing in the completion thread.
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return completed_; });
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void PlaitWork::abort() {
+  comm_->abort("torch.distributed Work.abort() on rank " + std::to_string(rank_));
+}
+
+}  // namespace plait::torch_backend

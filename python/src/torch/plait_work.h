@@ -1,0 +1,88 @@
+// The c10d::Work that torch.distributed gets back from the plait process group: one or more
+// plait Works (the "parts") plus the steps that finish the call on this rank (copying out of
+// staging buffers, a local reduction), and the Future that DDP consumes bucket results through.
+//
+// Completion has two routes, whichever comes first:
+//  - a thread in wait() drives plait's engine itself (no hand-off: the fast path), then
+//    finishes the call in place;
+//  - otherwise plait tells the group's CompletionThread (plait's on_complete callback must
+//    not run torch code, and future callbacks may call back into the group), which finishes
+//    the call and completes the Future.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "plait/communicator.h"
+
+namespace plait::torch_backend {
+
+class PlaitWork;
+
+class CompletionThread {
+ public:
+  CompletionThread();
+  ~CompletionThread();
+  // Never blocks; after stop() the work is finished in the caller's thread.
+  void post(c10::intrusive_ptr<PlaitWork> work);
+  // Finishes what is queued and joins. Called by the process group's destructor.
+  void stop();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<PlaitWork>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class PlaitWork : public c10d::Work {
+ public:
+  PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
+            std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
+            std::shared_ptr<CompletionThread> completer, std::shared_ptr<Communicator> comm);
+  ~PlaitWork() override;
+
+  void add_part(WorkPtr part) { parts_.push_back(std::move(part)); }
+  // Keeps a buffer that the parts read or write alive until the call is finished.
+  void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
+  // Runs on this rank once every part has succeeded, in order.
+  void then(std::function<void()> step) { steps_.push_back(std::move(step)); }
+  // After the parts are added: arms completion (finishes at once when there are none).
+  static void launch(const c10::intrusive_ptr<PlaitWork>& work);
+
+  bool isCompleted() override;
+  int sourceRank() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  void synchronize() override {}
+  void abort() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // Runs the steps and completes the Work and its Future, once; only when all parts are done.
+  void finish_call();
+
+ private:
+  std::vector<WorkPtr> parts_;
+  std::vector<at::Tensor> keep_;
+  std::vector<at::Tensor> outputs_;
+  std::vector<std::function<void()>> steps_;
+  std::atomic<size_t> pending_{0};
+  std::mutex finish_mu_;
+  bool finished_ = false;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<CompletionThread> completer_;
+  std::shared_ptr<Communicator> comm_;
+};
+
+}  // namespace plait::torch_backend

@@ -1,0 +1,160 @@
+// Group creation, barriers, point-to-point and the pieces every call shares; the collectives
+// are in collectives.cc.
+#include "process_group.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "c10d_store.h"
+#include "plait/bootstrap.h"
+#include "tensors.h"
+
+namespace plait::torch_backend {
+
+PlaitProcessGroup::PlaitProcessGroup(std::shared_ptr<Communicator> comm,
+                                     std::chrono::milliseconds timeout)
+    : c10d::ProcessGroup(comm->rank(), comm->size()),
+      comm_(std::move(comm)),
+      timeout_(timeout),
+      completer_(std::make_shared<CompletionThread>()) {
+  // Collective, like the group's creation itself.
+  control_ = comm_->split(0, comm_->rank());
+}
+
+PlaitProcessGroup::~PlaitProcessGroup() { completer_->stop(); }
+
+c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::create(
+    c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  Bootstrap bootstrap;
+  bootstrap.rank = rank;
+  bootstrap.size = size;
+  bootstrap.local_rank = rank;
+  bootstrap.local_size = size;
+  bootstrap.store = std::make_shared<C10dStore>(std::move(store));
+  // The route to torch's store host picks the address this rank advertises to its peers.
+  if (const char* master = std::getenv("MASTER_ADDR")) bootstrap.store_host = master;
+  auto comm = Communicator::create(bootstrap, {.timeout = timeout, .name = "plait"});
+  return c10::make_intrusive<PlaitProcessGroup>(std::move(comm), timeout);
+}
+
+c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::subgroup(
+    const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
+  return c10::make_intrusive<PlaitProcessGroup>(comm_->subgroup(ranks), timeout);
+}
+
+c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, const char* title,
+                                                           std::vector<at::Tensor> inputs,
+                                                           std::vector<at::Tensor> outputs) {
+  if (!c10d::isP2POp(type)) ++seq_;
+  return c10::make_intrusive<PlaitWork>(rank_, type, title, std::move(inputs),
+                                        std::move(outputs), completer_, comm_);
+}
+
+CallOptions PlaitProcessGroup::options(std::chrono::milliseconds op_timeout) const {
+  return {.algorithm = "", .timeout = op_timeout.count() > 0 ? op_timeout : timeout_};
+}
+
+std::string PlaitProcessGroup::what(const char* op) const {
+  return std::string("plait rank ") + std::to_string(rank_) + " " + op;
+}
+
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::barrier(const c10d::BarrierOptions& opts) {
+  auto work = make_work(c10d::OpType::BARRIER, "plait:barrier", {}, {});
+  work->add_part(comm_->barrier(options(opts.timeout)));
+  PlaitWork::launch(work);
+  return work;
+}
+
+// Rank 0 hears from every rank within the timeout, then answers; a rank that does not report
+// in time is named (all of them with wait_all_ranks), and the others are released with the
+// same error instead of waiting on.
+void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  if (size_ == 1) return;
+  const auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout_;
+  const CallOptions call{.timeout = limit + std::chrono::seconds(5)};
+  uint8_t token = 1;
+  if (rank_ != 0) {
+    uint8_t ack = 0;
+    auto sent = control_->send(&token, 1, DataType::kU8, 0, 1, call);
+    auto answer = control_->recv(&ack, 1, DataType::kU8, 0, 2, call);
+    sent->wait();
+    answer->wait();
+    return;
+  }
+  std::vector<uint8_t> got(size_);
+  std::vector<WorkPtr> arrivals(size_);
+  for (int r = 1; r < size_; ++r)
+    arrivals[r] = control_->recv(&got[r], 1, DataType::kU8, r, 1, call);
+  const auto until = std::chrono::steady_clock::now() + limit;
+  std::vector<int> missing;
+  for (;;) {
+    missing.clear();
+    for (int r = 1; r < size_; ++r)
+      if (!arrivals[r]->test()) missing.push_back(r);
+    if (missing.empty() || std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!missing.empty()) {
+    if (!wait_all_ranks) missing.resize(1);
+    std::string names;
+    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    std::string msg = "[Rank 0]: Rank" + std::string(missing.size() > 1 ? "s " : " ") + names +
+                      " failed to pass monitoredBarrier in " + std::to_string(limit.count()) +
+                      " ms";
+    control_->abort(msg);
+    TORCH_CHECK(false, msg);
+  }
+  for (int r = 1; r < size_; ++r)
+    if (auto e = arrivals[r]->error()) throw *e;
+  std::vector<WorkPtr> answers;
+  for (int r = 1; r < size_; ++r)
+    answers.push_back(control_->send(&token, 1, DataType::kU8, r, 2, call));
+  for (auto& a : answers) a->wait();
+}
+
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
+    std::vector<at::Tensor>& tensors, int peer, int tag, bool is_send, const char* title,
+    c10d::OpType type) {
+  const std::string op = what(is_send ? "send" : "recv");
+  check_single(tensors, op);
+  TORCH_CHECK(tag >= 0, op, ": tag must not be negative, got ", tag);
+  at::Tensor& t = tensors[0];
+  auto work = make_work(type, title, is_send ? tensors : std::vector<at::Tensor>{},
+                        is_send ? std::vector<at::Tensor>{} : tensors);
+  const CallOptions call = options(timeout_);
+  if (is_send) {
+    at::Tensor buffer = t.contiguous();
+    work->keep(buffer);
+    work->add_part(comm_->send(buffer.data_ptr(), nbytes(buffer), DataType::kU8, peer,
+                               static_cast<uint32_t>(tag), call));
+  } else {
+    auto landing = std::make_shared<Landing>(t);
+    work->keep(landing->buffer);
+    work->add_part(comm_->recv(landing->buffer.data_ptr(), nbytes(landing->buffer),
+                               DataType::kU8, peer, static_cast<uint32_t>(tag), call));
+    if (landing->staged()) work->then([landing] { landing->land(); });
+  }
+  PlaitWork::launch(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::send(std::vector<at::Tensor>& tensors, int dst,
+                                                       int tag) {
+  return point_to_point(tensors, dst, tag, true, "plait:send", c10d::OpType::SEND);
+}
+
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::recv(std::vector<at::Tensor>& tensors, int src,
+                                                       int tag) {
+  return point_to_point(tensors, src, tag, false, "plait:recv", c10d::OpType::RECV);
+}
+
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                int tag) {
+  return point_to_point(tensors, kAnySource, tag, false, "plait:recvAnySource",
+                        c10d::OpType::RECVANYSOURCE);
+}
+
+}  // namespace plait::torch_backend

@@ -1,0 +1,102 @@
+// The "plait" backend of torch.distributed: a c10d::ProcessGroup kept thin over one plait
+// Communicator. Each call checks its tensors, starts plait operations and returns a
+// PlaitWork; nothing blocks except wait(). (torch 2.x moves backends to c10d::Backend; only
+// this adapter has to follow.)
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plait/communicator.h"
+#include "plait_work.h"
+
+namespace plait::torch_backend {
+
+class PlaitProcessGroup : public c10d::ProcessGroup {
+ public:
+  PlaitProcessGroup(std::shared_ptr<Communicator> comm, std::chrono::milliseconds timeout);
+  ~PlaitProcessGroup() override;
+
+  // Collective over the group's ranks: a new plait communicator bootstrapped from torch's store.
+  static c10::intrusive_ptr<PlaitProcessGroup> create(c10::intrusive_ptr<c10d::Store> store,
+                                                      int rank, int size,
+                                                      std::chrono::milliseconds timeout);
+  // new_group: the members (this group's ranks, in the new group's order) share this group's
+  // connections; only they call.
+  c10::intrusive_ptr<PlaitProcessGroup> subgroup(const std::vector<int>& ranks,
+                                                 std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return "plait"; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+  // Every rank counts its collectives from 0, so the numbers agree without an exchange.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+
+ private:
+  c10::intrusive_ptr<PlaitWork> make_work(c10d::OpType type, const char* title,
+                                          std::vector<at::Tensor> inputs,
+                                          std::vector<at::Tensor> outputs);
+  CallOptions options(std::chrono::milliseconds op_timeout) const;
+  std::string what(const char* op) const;  // "plait rank 2 all_reduce" for messages
+  // Reduction through an allgather and a local reduce, for types and operators plait lacks.
+  void fallback_allreduce(PlaitWork& work, const at::Tensor& buffer, const c10d::ReduceOp& op,
+                          const CallOptions& call);
+  c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer,
+                                                int tag, bool is_send, const char* title,
+                                                c10d::OpType type);
+
+  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> control_;  // monitoredBarrier's probes, apart from user traffic
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<CompletionThread> completer_;
+  std::atomic<uint64_t> seq_{0};
+};
+
+}  // namespace plait::torch_backend

@@ -1,0 +1,53 @@
+// Tensors as plait sees them: element types, reduction operators, contiguous buffers and byte
+// packing for the ProcessGroup adapter.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plait/types.h"
+
+namespace plait::torch_backend {
+
+// The plait type that reduces this tensor's elements natively; nullopt when plait has none
+// (bool, int16, complex, ...): those reduce through fallback_reduce.
+std::optional<DataType> native_dtype(at::ScalarType type);
+// nullopt for operators plait lacks (bitwise AND/OR/XOR); PREMUL_SUM is refused by the caller.
+std::optional<ReduceOp> native_op(const c10d::ReduceOp& op);
+std::string op_name(const c10d::ReduceOp& op);
+
+// Every tensor the adapter touches must be a dense CPU tensor; `what` names the call.
+void check_cpu_dense(const at::Tensor& t, const std::string& what);
+void check_single(const std::vector<at::Tensor>& tensors, const std::string& what);
+void check_same(const at::Tensor& a, const at::Tensor& b, const std::string& what);
+
+inline size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// A contiguous buffer that plait may write: the tensor itself when it is contiguous, else a
+// contiguous copy that land() copies back into the user's tensor.
+struct Landing {
+  at::Tensor user;
+  at::Tensor buffer;
+  explicit Landing(const at::Tensor& t) : user(t), buffer(t.is_contiguous() ? t : t.contiguous()) {}
+  bool staged() const { return !buffer.is_same(user); }
+  void land() {
+    if (staged()) user.copy_(buffer);
+  }
+};
+
+// The bytes of several tensors back to back (for coalesced and list collectives).
+at::Tensor pack_bytes(const std::vector<at::Tensor>& tensors);
+// Copies nbytes(dst) bytes from `src` at `offset` into dst (any layout).
+void unpack_bytes(const at::Tensor& src, size_t offset, at::Tensor& dst);
+
+// Combines the `n` rows of `stacked` (shape [n, ...]) with `op` into `out`, for element types
+// or operators plait cannot reduce itself.
+void reduce_rows(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor& out);
+
+}  // namespace plait::torch_backend
