@@ -55,7 +55,7 @@ void CompletionThread::run() {
 PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
                      std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
                      std::shared_ptr<CompletionThread> completer,
-                     std::shared_ptr<Communicator> comm)
+                     std::weak_ptr<Communicator> comm)
     : c10d::Work(rank, type, profiling_title,
                  c10::optional<std::vector<at::Tensor>>(std::move(inputs))),
       outputs_(std::move(outputs)),
@@ -152,7 +152,8 @@ bool PlaitWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void PlaitWork::abort() {
-  comm_->abort("torch.distributed Work.abort() on rank " + std::to_string(rank_));
+  if (auto comm = comm_.lock())
+    comm->abort("torch.distributed Work.abort() on rank " + std::to_string(rank_));
 }
 
 }  // namespace plait::torch_backend

@@ -50,7 +50,7 @@ class PlaitWork : public c10d::Work {
  public:
   PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
             std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
-            std::shared_ptr<CompletionThread> completer, std::shared_ptr<Communicator> comm);
+            std::shared_ptr<CompletionThread> completer, std::weak_ptr<Communicator> comm);
   ~PlaitWork() override;
 
   void add_part(WorkPtr part) { parts_.push_back(std::move(part)); }
@@ -82,7 +82,9 @@ class PlaitWork : public c10d::Work {
   bool finished_ = false;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<CompletionThread> completer_;
-  std::shared_ptr<Communicator> comm_;
+  // Not owned: the last reference to a communicator must not go in its own engine thread,
+  // where plait's completion callbacks run.
+  std::weak_ptr<Communicator> comm_;
 };
 
 }  // namespace plait::torch_backend

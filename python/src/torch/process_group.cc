@@ -3,6 +3,7 @@
 #include "process_group.h"
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <cstdlib>
 #include <thread>
@@ -23,7 +24,16 @@ PlaitProcessGroup::PlaitProcessGroup(std::shared_ptr<Communicator> comm,
   control_ = comm_->split(0, comm_->rank());
 }
 
-PlaitProcessGroup::~PlaitProcessGroup() { completer_->stop(); }
+PlaitProcessGroup::~PlaitProcessGroup() {
+  // The completion thread may need the GIL (dropping a tensor that Python also holds), and
+  // Python may be destroying this group while holding it: never join with the GIL held.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release nogil;
+    completer_->stop();
+  } else {
+    completer_->stop();
+  }
+}
 
 c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::create(
     c10::intrusive_ptr<c10d::Store> store, int rank, int size,

@@ -1,0 +1,96 @@
+"""The "plait" torch.distributed backend (plait.torch), on real ranks started by `plait run`,
+checked against gloo's results in the same job (see torch_ranks.py)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")  # Debian's python3-torch; make's deps install it
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAIT = os.environ.get("PLAIT_BIN", "plait")
+
+
+def run_ranks(n, case, timeout=300, case_timeout_s=120):
+    cmd = [PLAIT, "run", "-n", str(n), "--", sys.executable, os.path.join(HERE, "torch_ranks.py"),
+           case]
+    env = dict(os.environ, CASE_TIMEOUT_S=str(case_timeout_s))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_import_registers_the_backend():
+    import torch.distributed as dist
+
+    import plait.torch
+
+    assert dist.Backend("plait") == "plait"
+    assert issubclass(plait.torch.ProcessGroupPlait, dist.ProcessGroup)
+    assert callable(plait.torch.create_process_group)
+
+
+def test_create_process_group_directly_on_one_rank():
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    import plait.torch
+
+    store = dist.HashStore()
+    pg = plait.torch.create_process_group(store, 0, 1, timedelta(seconds=30))
+    t = torch.arange(4.0)
+    pg.allreduce([t]).wait()
+    assert torch.equal(t, torch.arange(4.0))
+    assert pg.size() == 1 and pg.rank() == 0
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_every_collective_matches_gloo(n):
+    code, out = run_ranks(n, "collectives")
+    assert code == 0, out
+    assert out.count("collectives ok") == n, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_send_recv_order_any_source_and_batches(n):
+    code, out = run_ranks(n, "point_to_point")
+    assert code == 0, out
+    assert out.count("point_to_point ok") == n, out
+
+
+def test_new_group_subgroups():
+    code, out = run_ranks(4, "subgroups")
+    assert code == 0, out
+    assert out.count("subgroups ok") == 4, out
+
+
+def test_group_timeout_says_timed_out():
+    code, out = run_ranks(2, "timeouts")
+    assert code == 0, out
+    assert "timed out as expected" in out and "Timed out" in out, out
+
+
+def test_monitored_barrier_names_the_missing_rank():
+    code, out = run_ranks(3, "monitored")
+    assert code == 0, out
+    assert "Rank 1 failed to pass monitoredBarrier" in out, out
+    assert out.count("monitored ok") == 3, out
+
+
+def test_mismatched_collective_fails_on_every_rank():
+    code, out = run_ranks(3, "mismatch", case_timeout_s=30)
+    assert code == 0, out
+    assert out.count("mismatch ok") == 3, out
+    assert "collective mismatch" in out, out
+
+
+def test_ddp_steps_give_the_same_parameters_as_gloo():
+    code, out = run_ranks(2, "ddp")
+    assert code == 0, out
+    assert out.count("ddp ok") == 2, out
+
+
+def test_profiler_ranges_are_titled_plait_op():
+    code, out = run_ranks(2, "profiler")
+    assert code == 0, out
