@@ -74,7 +74,7 @@ void PlaitWork::launch(const c10::intrusive_ptr<PlaitWork>& work) {
   }
   for (auto& part : work->parts_) {
     part->on_complete([w = work] {
-      if (--w->pending_ == 0) w->completer_->post(w);
+      if (--w->pending_ == 0 && w->waiters_.load() == 0) w->completer_->post(w);
     });
   }
 }
@@ -127,6 +127,22 @@ int PlaitWork::sourceRank() const {
 std::vector<at::Tensor> PlaitWork::result() { return outputs_; }
 
 bool PlaitWork::wait(std::chrono::milliseconds timeout) {
+  ++waiters_;
+  struct Leave {
+    PlaitWork* w;
+    ~Leave() {
+      // The last part may have completed while this thread was inside: if it gave up before
+      // finishing the call (its own time limit), hand the call to the completion thread.
+      if (--w->waiters_ == 0 && w->pending_.load() == 0) {
+        bool finished;
+        {
+          std::lock_guard lock(w->finish_mu_);
+          finished = w->finished_;
+        }
+        if (!finished) w->completer_->post(c10::intrusive_ptr<PlaitWork>::reclaim_copy(w));
+      }
+    }
+  } leave{this};
   const bool bounded = timeout.count() > 0;
   const auto until = std::chrono::steady_clock::now() + timeout;
   for (auto& part : parts_) {

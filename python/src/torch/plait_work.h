@@ -78,6 +78,9 @@ class PlaitWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::vector<std::function<void()>> steps_;
   std::atomic<size_t> pending_{0};
+  // Threads inside wait(): they finish the call themselves, so the completion thread is not
+  // woken for a call somebody waits on (a wake-up costs more than a small collective).
+  std::atomic<int> waiters_{0};
   std::mutex finish_mu_;
   bool finished_ = false;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
