@@ -15,8 +15,12 @@ build: deps
 	@cmake --preset $(PRESET) >/dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
+# A short benchmark table, then the main job: DDP training of Fashion-MNIST on 4 ranks over
+# the "plait" torch.distributed backend.
 run: build
-	@$(BUILD)/tools/plait/plait bench -n 4 allreduce --check --min 8 --max 64M
+	@$(BUILD)/tools/plait/plait bench -n 4 allreduce --check --min 8 --max 64M --factor 16
+	@PYTHONPATH=$(BUILD)/python $(BUILD)/tools/plait/plait run -n 4 -- \
+		/usr/bin/python3 examples/ddp_fashion_mnist.py --backend plait
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
