@@ -206,6 +206,17 @@ def collectives():
             return out
         both(f"all_to_all {dtype}", all_to_all, [rows(p, me).reshape(-1) for p in range(n)], gloo)
 
+    # Sparse COO all_reduce (SUM, as gloo): overlapping and distinct coordinates.
+    def coo(r):
+        return torch.sparse_coo_tensor(torch.tensor([[r % 5, (r + 1) % 5], [0, 2]]),
+                                       torch.tensor([1.0 + r, 2.0]), (5, 3))
+
+    def sparse(g):
+        t = coo(me)
+        dist.all_reduce(t, group=g)
+        return t.to_dense()
+    both("sparse all_reduce", sparse, sum(coo(r).to_dense() for r in range(n)), gloo)
+
     dist.barrier()
     # torch 1.13's dist.monitored_barrier() admits gloo only; the group's own method is the API.
     dist.distributed_c10d._get_default_group().monitored_barrier(datetime.timedelta(seconds=30), True)

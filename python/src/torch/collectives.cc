@@ -40,6 +40,8 @@ void PlaitProcessGroup::fallback_allreduce(PlaitWork& work, const at::Tensor& bu
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const std::string op = what("all_reduce");
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse())
+    return sparse_allreduce(tensors[0], opts);
   check_single(tensors, op);
   check_op(opts.reduceOp, tensors[0], op);
   auto work = make_work(c10d::OpType::ALLREDUCE, "plait:all_reduce", tensors, tensors);

@@ -78,12 +78,14 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::barrier(const c10d::BarrierOpt
   return work;
 }
 
-// Rank 0 hears from every rank within the timeout, then answers; a rank that does not report
-// in time is named (all of them with wait_all_ranks), and the others are released with the
-// same error instead of waiting on.
+// Rank 0 hears from every rank within the timeout, then answers. As gloo: with
+// wait_all_ranks every late rank is named; otherwise rank 0 takes the ranks in order and names
+// the first that misses the deadline (or itself, when no time is left before it gets to one).
+// Rank 0 then aborts the barrier's communicator, so the ranks that did arrive fail at once
+// with the same message instead of waiting for an answer.
 void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   if (size_ == 1) return;
-  const auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout_;
+  const auto limit = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   const CallOptions call{.timeout = limit + std::chrono::seconds(5)};
   uint8_t token = 1;
   if (rank_ != 0) {
@@ -99,23 +101,37 @@ void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   for (int r = 1; r < size_; ++r)
     arrivals[r] = control_->recv(&got[r], 1, DataType::kU8, r, 1, call);
   const auto until = std::chrono::steady_clock::now() + limit;
-  std::vector<int> missing;
-  for (;;) {
-    missing.clear();
+  auto arrived_by_deadline = [&](int r) {
+    while (!arrivals[r]->test() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return arrivals[r]->test();
+  };
+  const std::string in_time = " in " + std::to_string(limit.count()) + " ms";
+  std::string failure;
+  if (wait_all_ranks) {
+    std::string late;
+    int count = 0;
     for (int r = 1; r < size_; ++r)
-      if (!arrivals[r]->test()) missing.push_back(r);
-    if (missing.empty() || std::chrono::steady_clock::now() >= until) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!arrived_by_deadline(r)) late += (count++ ? ", " : "") + std::to_string(r);
+    if (count > 0)
+      failure = std::string("[Rank 0]: Rank") + (count > 1 ? "s " : " ") + late +
+                " failed to pass monitoredBarrier" + in_time;
+  } else {
+    std::string processed;
+    for (int r = 1; r < size_ && failure.empty(); ++r) {
+      if (std::chrono::steady_clock::now() >= until && !arrivals[r]->test()) {
+        failure = "[Rank 0]: Rank 0 timed out in monitoredBarrier after " +
+                  std::to_string(limit.count()) + " ms; ranks that arrived: " +
+                  (processed.empty() ? "none" : processed);
+      } else if (!arrived_by_deadline(r)) {
+        failure = "[Rank 0]: Rank " + std::to_string(r) + " failed to pass monitoredBarrier" + in_time;
+      }
+      processed += (processed.empty() ? "" : ", ") + std::to_string(r);
+    }
   }
-  if (!missing.empty()) {
-    if (!wait_all_ranks) missing.resize(1);
-    std::string names;
-    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
-    std::string msg = "[Rank 0]: Rank" + std::string(missing.size() > 1 ? "s " : " ") + names +
-                      " failed to pass monitoredBarrier in " + std::to_string(limit.count()) +
-                      " ms";
-    control_->abort(msg);
-    TORCH_CHECK(false, msg);
+  if (!failure.empty()) {
+    control_->abort(failure);
+    TORCH_CHECK(false, failure);
   }
   for (int r = 1; r < size_; ++r)
     if (auto e = arrivals[r]->error()) throw *e;

@@ -88,6 +88,8 @@ class PlaitProcessGroup : public c10d::ProcessGroup {
   // Reduction through an allgather and a local reduce, for types and operators plait lacks.
   void fallback_allreduce(PlaitWork& work, const at::Tensor& buffer, const c10d::ReduceOp& op,
                           const CallOptions& call);
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor& tensor,
+                                                  const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> point_to_point(std::vector<at::Tensor>& tensors, int peer,
                                                 int tag, bool is_send, const char* title,
                                                 c10d::OpType type);
