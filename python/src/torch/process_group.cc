@@ -92,8 +92,14 @@ void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     uint8_t ack = 0;
     auto sent = control_->send(&token, 1, DataType::kU8, 0, 1, call);
     auto answer = control_->recv(&ack, 1, DataType::kU8, 0, 2, call);
-    sent->wait();
-    answer->wait();
+    try {
+      sent->wait();
+      answer->wait();
+    } catch (const Error& e) {
+      TORCH_CHECK(false, "Rank ", rank_,
+                  " successfully reached monitoredBarrier, but received errors while waiting for "
+                  "send/recv from rank 0: ", e.what());
+    }
     return;
   }
   std::vector<uint8_t> got(size_);
