@@ -22,6 +22,11 @@ void check_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& 
               what, ": ", op_name(op), " is not defined for complex tensors");
 }
 
+void check_root(int64_t root, int size, const std::string& what) {
+  TORCH_CHECK(root >= 0 && root < size, what, ": root ", root, " out of range for ", size,
+              " ranks");
+}
+
 // Complex tensors reduce as pairs of reals (sum and average are elementwise on them).
 at::Tensor as_real(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
 
@@ -88,13 +93,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce_coalesced(
   else
     fallback_allreduce(*work, flat, opts.reduceOp, call);
   std::vector<at::Tensor> outs = tensors;
-  work->then([flat, outs]() mutable {
-    size_t offset = 0;
-    for (auto& t : outs) {
-      unpack_bytes(flat, offset, t);
-      offset += nbytes(t);
-    }
-  });
+  work->then([flat, outs]() mutable { unpack_all(flat, outs); });
   PlaitWork::launch(work);
   return work;
 }
@@ -104,8 +103,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce(std::vector<at::Tensor>
   const std::string op = what("reduce");
   check_single(tensors, op);
   check_op(opts.reduceOp, tensors[0], op);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, op, ": root ", opts.rootRank,
-              " out of range for ", size_, " ranks");
+  check_root(opts.rootRank, size_, op);
   TORCH_CHECK(opts.rootTensor == 0, op, ": rootTensor must be 0, got ", opts.rootTensor);
   const int root = static_cast<int>(opts.rootRank);
   auto work = make_work(c10d::OpType::REDUCE, "plait:reduce", tensors, tensors);
@@ -139,8 +137,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::broadcast(std::vector<at::Tens
                                                             const c10d::BroadcastOptions& opts) {
   const std::string op = what("broadcast");
   check_single(tensors, op);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, op, ": root ", opts.rootRank,
-              " out of range for ", size_, " ranks");
+  check_root(opts.rootRank, size_, op);
   TORCH_CHECK(opts.rootTensor == 0, op, ": rootTensor must be 0, got ", opts.rootTensor);
   auto work = make_work(c10d::OpType::BROADCAST, "plait:broadcast", tensors, tensors);
   auto landing = std::make_shared<Landing>(tensors[0]);
@@ -173,13 +170,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather(
   work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
   std::vector<at::Tensor> outs = outputs[0];
-  work->then([flat, outs]() mutable {
-    size_t offset = 0;
-    for (auto& t : outs) {
-      unpack_bytes(flat, offset, t);
-      offset += nbytes(t);
-    }
-  });
+  work->then([flat, outs]() mutable { unpack_all(flat, outs); });
   PlaitWork::launch(work);
   return work;
 }
@@ -230,13 +221,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
   work->keep(flat);
   work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
-  work->then([flat, flat_outs]() mutable {
-    size_t offset = 0;
-    for (auto& t : flat_outs) {
-      unpack_bytes(flat, offset, t);
-      offset += nbytes(t);
-    }
-  });
+  work->then([flat, flat_outs]() mutable { unpack_all(flat, flat_outs); });
   PlaitWork::launch(work);
   return work;
 }
@@ -246,8 +231,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::gather(
     const c10d::GatherOptions& opts) {
   const std::string op = what("gather");
   check_single(inputs, op);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, op, ": root ", opts.rootRank,
-              " out of range for ", size_, " ranks");
+  check_root(opts.rootRank, size_, op);
   const int root = static_cast<int>(opts.rootRank);
   if (rank_ == root) {
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, op,
@@ -267,13 +251,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::gather(
   if (rank_ == root) {
     flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
     work->keep(flat);
-    work->then([flat, outs]() mutable {
-      size_t offset = 0;
-      for (auto& t : outs) {
-        unpack_bytes(flat, offset, t);
-        offset += nbytes(t);
-      }
-    });
+    work->then([flat, outs]() mutable { unpack_all(flat, outs); });
   }
   work->add_part(comm_->gather(in.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr,
                                nbytes(in), DataType::kU8, root, options(opts.timeout)));
@@ -286,8 +264,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::scatter(
     const c10d::ScatterOptions& opts) {
   const std::string op = what("scatter");
   check_single(outputs, op);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, op, ": root ", opts.rootRank,
-              " out of range for ", size_, " ranks");
+  check_root(opts.rootRank, size_, op);
   const int root = static_cast<int>(opts.rootRank);
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, op,

@@ -182,13 +182,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall(std::vector<at::Tenso
                                   recv_bytes, prefix(recv_bytes), DataType::kU8,
                                   options(opts.timeout)));
   std::vector<at::Tensor> outs = outputs;
-  work->then([flat, outs]() mutable {
-    size_t offset = 0;
-    for (auto& t : outs) {
-      unpack_bytes(flat, offset, t);
-      offset += nbytes(t);
-    }
-  });
+  work->then([flat, outs]() mutable { unpack_all(flat, outs); });
   PlaitWork::launch(work);
   return work;
 }

@@ -90,6 +90,14 @@ void unpack_bytes(const at::Tensor& src, size_t offset, at::Tensor& dst) {
   }
 }
 
+void unpack_all(const at::Tensor& src, std::vector<at::Tensor>& dsts) {
+  size_t offset = 0;
+  for (auto& t : dsts) {
+    unpack_bytes(src, offset, t);
+    offset += nbytes(t);
+  }
+}
+
 void reduce_rows(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor& out) {
   const int64_t n = stacked.size(0);
   at::Tensor acc = stacked[0].clone();

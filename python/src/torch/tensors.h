@@ -45,6 +45,8 @@ struct Landing {
 at::Tensor pack_bytes(const std::vector<at::Tensor>& tensors);
 // Copies nbytes(dst) bytes from `src` at `offset` into dst (any layout).
 void unpack_bytes(const at::Tensor& src, size_t offset, at::Tensor& dst);
+// The inverse of pack_bytes: consecutive blocks of `src` into each of `dsts`, in order.
+void unpack_all(const at::Tensor& src, std::vector<at::Tensor>& dsts);
 
 // Combines the `n` rows of `stacked` (shape [n, ...]) with `op` into `out`, for element types
 // or operators plait cannot reduce itself.
