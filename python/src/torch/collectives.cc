@@ -11,17 +11,6 @@
 namespace plait::torch_backend {
 namespace {
 
-void check_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what) {
-  TORCH_CHECK(op.op_ != c10d::ReduceOp::PREMUL_SUM && op.op_ != c10d::ReduceOp::UNUSED, what,
-              ": reduce op ", op_name(op), " is not supported by plait");
-  const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||
-                       op.op_ == c10d::ReduceOp::BXOR;
-  TORCH_CHECK(!bitwise || at::isIntegralType(t.scalar_type(), /*includeBool=*/true), what,
-              ": ", op_name(op), " needs an integer or bool tensor, got ", t.scalar_type());
-  TORCH_CHECK(!t.is_complex() || op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG,
-              what, ": ", op_name(op), " is not defined for complex tensors");
-}
-
 void check_root(int64_t root, int size, const std::string& what) {
   TORCH_CHECK(root >= 0 && root < size, what, ": root ", root, " out of range for ", size,
               " ranks");
@@ -48,7 +37,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce(std::vector<at::Tens
   if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse())
     return sparse_allreduce(tensors[0], opts);
   check_single(tensors, op);
-  check_op(opts.reduceOp, tensors[0], op);
+  check_reduce_op(opts.reduceOp, tensors[0], op);
   auto work = make_work(c10d::OpType::ALLREDUCE, "plait:all_reduce", tensors, tensors);
   auto landing = std::make_shared<Landing>(tensors[0]);
   at::Tensor buffer = as_real(landing->buffer);
@@ -75,7 +64,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce_coalesced(
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), op,
                 ": tensors must share one type, got ", tensors[0].scalar_type(), " and ",
                 t.scalar_type());
-    check_op(opts.reduceOp, t, op);
+    check_reduce_op(opts.reduceOp, t, op);
   }
   auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, "plait:all_reduce_coalesced", tensors,
                         tensors);
@@ -102,7 +91,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce(std::vector<at::Tensor>
                                                          const c10d::ReduceOptions& opts) {
   const std::string op = what("reduce");
   check_single(tensors, op);
-  check_op(opts.reduceOp, tensors[0], op);
+  check_reduce_op(opts.reduceOp, tensors[0], op);
   check_root(opts.rootRank, size_, op);
   TORCH_CHECK(opts.rootTensor == 0, op, ": rootTensor must be 0, got ", opts.rootTensor);
   const int root = static_cast<int>(opts.rootRank);
@@ -155,13 +144,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather(
     const c10d::AllgatherOptions& opts) {
   const std::string op = what("all_gather");
   check_single(inputs, op);
-  TORCH_CHECK(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
-  TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, op, ": expects ", size_,
-              " output tensors, got ", outputs[0].size());
-  for (const auto& t : outputs[0]) {
-    check_cpu_dense(t, op);
-    check_same(t, inputs[0], op);
-  }
+  check_rank_list(outputs, size_, inputs[0], op + " output");
   auto work = make_work(c10d::OpType::ALLGATHER, "plait:all_gather", inputs, outputs[0]);
   at::Tensor in = inputs[0].contiguous();
   at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
@@ -234,12 +217,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::gather(
   check_root(opts.rootRank, size_, op);
   const int root = static_cast<int>(opts.rootRank);
   if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, op,
-                ": the root expects one list of ", size_, " output tensors");
-    for (const auto& t : outputs[0]) {
-      check_cpu_dense(t, op);
-      check_same(t, inputs[0], op);
-    }
+    check_rank_list(outputs, size_, inputs[0], op + " output");
   } else {
     TORCH_CHECK(outputs.empty(), op, ": only the root (rank ", root, ") takes output tensors");
   }
@@ -267,12 +245,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::scatter(
   check_root(opts.rootRank, size_, op);
   const int root = static_cast<int>(opts.rootRank);
   if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, op,
-                ": the root expects one list of ", size_, " input tensors");
-    for (const auto& t : inputs[0]) {
-      check_cpu_dense(t, op);
-      check_same(t, outputs[0], op);
-    }
+    check_rank_list(inputs, size_, outputs[0], op + " input");
   } else {
     TORCH_CHECK(inputs.empty(), op, ": only the root (rank ", root, ") takes input tensors");
   }

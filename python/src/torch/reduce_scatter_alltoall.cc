@@ -15,13 +15,6 @@ std::vector<size_t> prefix(const std::vector<size_t>& sizes) {
   return offsets;
 }
 
-void check_reduce_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what) {
-  TORCH_CHECK(op.op_ != c10d::ReduceOp::PREMUL_SUM && op.op_ != c10d::ReduceOp::UNUSED, what,
-              ": reduce op ", op_name(op), " is not supported by plait");
-  TORCH_CHECK(!t.is_complex() || op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG,
-              what, ": ", op_name(op), " is not defined for complex tensors");
-}
-
 }  // namespace
 
 // `flat` holds every rank's blocks back to back (block r: counts[r] elements), reduced into

@@ -66,6 +66,27 @@ void check_same(const at::Tensor& a, const at::Tensor& b, const std::string& wha
               b.numel(), " elements)");
 }
 
+void check_rank_list(const std::vector<std::vector<at::Tensor>>& lists, int size,
+                     const at::Tensor& like, const std::string& what) {
+  TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size, what,
+              ": expects one list of ", size, " tensors");
+  for (const auto& t : lists[0]) {
+    check_cpu_dense(t, what);
+    check_same(t, like, what);
+  }
+}
+
+void check_reduce_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what) {
+  TORCH_CHECK(op.op_ != c10d::ReduceOp::PREMUL_SUM && op.op_ != c10d::ReduceOp::UNUSED, what,
+              ": reduce op ", op_name(op), " is not supported by plait");
+  const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||
+                       op.op_ == c10d::ReduceOp::BXOR;
+  TORCH_CHECK(!bitwise || at::isIntegralType(t.scalar_type(), /*includeBool=*/true), what,
+              ": ", op_name(op), " needs an integer or bool tensor, got ", t.scalar_type());
+  TORCH_CHECK(!t.is_complex() || op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG,
+              what, ": ", op_name(op), " is not defined for complex tensors");
+}
+
 at::Tensor pack_bytes(const std::vector<at::Tensor>& tensors) {
   size_t total = 0;
   for (const auto& t : tensors) total += nbytes(t);

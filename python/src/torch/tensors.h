@@ -24,6 +24,13 @@ std::string op_name(const c10d::ReduceOp& op);
 void check_cpu_dense(const at::Tensor& t, const std::string& what);
 void check_single(const std::vector<at::Tensor>& tensors, const std::string& what);
 void check_same(const at::Tensor& a, const at::Tensor& b, const std::string& what);
+// `lists` holds exactly one list of `size` dense CPU tensors, each of the type and size of
+// `like` (allgather's outputs, gather's outputs and scatter's inputs at the root).
+void check_rank_list(const std::vector<std::vector<at::Tensor>>& lists, int size,
+                     const at::Tensor& like, const std::string& what);
+// The operator suits the tensor: PREMUL_SUM is refused, bitwise operators need integers or
+// bool, complex tensors only sum or average.
+void check_reduce_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what);
 
 inline size_t nbytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
