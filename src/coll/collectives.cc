@@ -1,6 +1,4 @@
 // Argument checks and buffer layout of each collective (schedule.h documents the layouts).
-#include <numeric>
-
 #include "coll/communicator_impl.h"
 
 namespace plait::coll {
@@ -14,13 +12,11 @@ std::vector<size_t> prefix_offsets(const std::vector<size_t>& counts) {
   return displs;
 }
 
-size_t sum(const std::vector<size_t>& v) { return std::accumulate(v.begin(), v.end(), size_t{0}); }
-
 }  // namespace
 
 WorkPtr CommunicatorImpl::allreduce(const void* send, void* recv, size_t count, DataType dtype,
                                     ReduceOp op, const CallOptions& opts) {
-  check_buffer(recv, count, "recv", "allreduce");
+  check_buffer(recv, checked_elems(count, 1, dtype, "allreduce"), "recv", "allreduce");
   Call c{.args = base_args(CollOp::kAllreduce, dtype, op, 0, count)};
   c.args.in_place = in_place(send, recv);
   c.input = c.args.in_place ? recv : send;
@@ -32,6 +28,7 @@ WorkPtr CommunicatorImpl::allreduce(const void* send, void* recv, size_t count, 
 WorkPtr CommunicatorImpl::reduce(const void* send, void* recv, size_t count, DataType dtype,
                                  ReduceOp op, int root, const CallOptions& opts) {
   check_root(root, "reduce");
+  checked_elems(count, 1, dtype, "reduce");
   const bool is_root = rank() == root;
   if (is_root) check_buffer(recv, count, "recv", "reduce");
   else check_buffer(send, count, "send", "reduce");
@@ -48,7 +45,7 @@ WorkPtr CommunicatorImpl::reduce(const void* send, void* recv, size_t count, Dat
 WorkPtr CommunicatorImpl::broadcast(const void* send, void* recv, size_t count, DataType dtype,
                                     int root, const CallOptions& opts) {
   check_root(root, "broadcast");
-  check_buffer(recv, count, "recv", "broadcast");
+  check_buffer(recv, checked_elems(count, 1, dtype, "broadcast"), "recv", "broadcast");
   Call c{.args = base_args(CollOp::kBroadcast, dtype, ReduceOp::kSum, root, count)};
   const bool is_root = rank() == root;
   c.args.in_place = !is_root || in_place(send, recv);
@@ -59,7 +56,7 @@ WorkPtr CommunicatorImpl::broadcast(const void* send, void* recv, size_t count, 
 
 WorkPtr CommunicatorImpl::allgather(const void* send, void* recv, size_t count, DataType dtype,
                                     const CallOptions& opts) {
-  check_buffer(recv, count * size(), "recv", "allgather");
+  check_buffer(recv, checked_elems(count, size(), dtype, "allgather"), "recv", "allgather");
   Call c{.args = base_args(CollOp::kAllgather, dtype, ReduceOp::kSum, 0, count)};
   c.args.in_place = in_place(send, recv);
   c.input = c.args.in_place ? static_cast<char*>(recv) + rank() * count * dtype_size(dtype) : send;
@@ -74,7 +71,7 @@ WorkPtr CommunicatorImpl::allgatherv(const void* send, void* recv,
     throw invalid_usage("recv_counts has " + std::to_string(recv_counts.size()) +
                             " entries, expected one per rank (" + std::to_string(size()) + ")",
                         {.rank = rank(), .op = "allgatherv"});
-  check_buffer(recv, sum(recv_counts), "recv", "allgatherv");
+  check_buffer(recv, checked_sum(recv_counts, dtype, "allgatherv"), "recv", "allgatherv");
   Call c{.args = base_args(CollOp::kAllgatherv, dtype, ReduceOp::kSum, 0, recv_counts[rank()])};
   c.args.counts = recv_counts;
   c.args.displs = prefix_offsets(recv_counts);
@@ -86,6 +83,7 @@ WorkPtr CommunicatorImpl::allgatherv(const void* send, void* recv,
 
 WorkPtr CommunicatorImpl::reduce_scatter(const void* send, void* recv, size_t recv_count,
                                          DataType dtype, ReduceOp op, const CallOptions& opts) {
+  checked_elems(recv_count, size(), dtype, "reduce_scatter");
   check_buffer(recv, recv_count, "recv", "reduce_scatter");
   Call c{.args = base_args(CollOp::kReduceScatter, dtype, op, 0, recv_count)};
   c.args.in_place = in_place(send, recv);
@@ -102,6 +100,7 @@ WorkPtr CommunicatorImpl::reduce_scatterv(const void* send, void* recv,
     throw invalid_usage("recv_counts has " + std::to_string(recv_counts.size()) +
                             " entries, expected one per rank (" + std::to_string(size()) + ")",
                         {.rank = rank(), .op = "reduce_scatterv"});
+  checked_sum(recv_counts, dtype, "reduce_scatterv");
   check_buffer(recv, recv_counts[rank()], "recv", "reduce_scatterv");
   Call c{.args = base_args(CollOp::kReduceScatterv, dtype, op, 0, recv_counts[rank()])};
   c.args.counts = recv_counts;
@@ -115,7 +114,7 @@ WorkPtr CommunicatorImpl::reduce_scatterv(const void* send, void* recv,
 
 WorkPtr CommunicatorImpl::alltoall(const void* send, void* recv, size_t count, DataType dtype,
                                    const CallOptions& opts) {
-  check_buffer(recv, count * size(), "recv", "alltoall");
+  check_buffer(recv, checked_elems(count, size(), dtype, "alltoall"), "recv", "alltoall");
   if (in_place(send, recv) && count > 0)
     throw invalid_usage("alltoall needs distinct send and recv buffers", {.rank = rank(), .op = "alltoall"});
   Call c{.args = base_args(CollOp::kAlltoall, dtype, ReduceOp::kSum, 0, count)};
@@ -135,11 +134,13 @@ WorkPtr CommunicatorImpl::alltoallv(const void* send, const std::vector<size_t>&
     throw invalid_usage("alltoallv count and displacement vectors need one entry per rank (" +
                             std::to_string(n) + ")",
                         {.rank = rank(), .op = "alltoallv"});
-  check_buffer(recv, sum(recv_counts), "recv", "alltoallv");
-  check_buffer(send, sum(send_counts), "send", "alltoallv");
-  if (send == recv && sum(send_counts) > 0)
+  const size_t recv_total = checked_sum(recv_counts, dtype, "alltoallv");
+  const size_t send_total = checked_sum(send_counts, dtype, "alltoallv");
+  check_buffer(recv, recv_total, "recv", "alltoallv");
+  check_buffer(send, send_total, "send", "alltoallv");
+  if (send == recv && send_total > 0)
     throw invalid_usage("alltoallv needs distinct send and recv buffers", {.rank = rank(), .op = "alltoallv"});
-  Call c{.args = base_args(CollOp::kAlltoallv, dtype, ReduceOp::kSum, 0, sum(recv_counts))};
+  Call c{.args = base_args(CollOp::kAlltoallv, dtype, ReduceOp::kSum, 0, recv_total)};
   c.args.counts = recv_counts;
   c.args.displs = recv_displs;
   c.args.send_counts = send_counts;
@@ -153,7 +154,8 @@ WorkPtr CommunicatorImpl::gather(const void* send, void* recv, size_t count, Dat
                                  int root, const CallOptions& opts) {
   check_root(root, "gather");
   const bool is_root = rank() == root;
-  if (is_root) check_buffer(recv, count * size(), "recv", "gather");
+  const size_t total = checked_elems(count, size(), dtype, "gather");
+  if (is_root) check_buffer(recv, total, "recv", "gather");
   Call c{.args = base_args(CollOp::kGather, dtype, ReduceOp::kSum, root, count)};
   c.args.in_place = is_root && in_place(send, recv);
   c.input = c.args.in_place ? static_cast<char*>(recv) + rank() * count * dtype_size(dtype) : send;
@@ -168,8 +170,9 @@ WorkPtr CommunicatorImpl::scatter(const void* send, void* recv, size_t count, Da
                                   int root, const CallOptions& opts) {
   check_root(root, "scatter");
   const bool is_root = rank() == root;
+  const size_t total = checked_elems(count, size(), dtype, "scatter");
   check_buffer(recv, count, "recv", "scatter");
-  if (is_root) check_buffer(send, count * size(), "send", "scatter");
+  if (is_root) check_buffer(send, total, "send", "scatter");
   Call c{.args = base_args(CollOp::kScatter, dtype, ReduceOp::kSum, root, count)};
   c.input = is_root ? send : nullptr;
   c.input_elems = count * size();  // tree algorithms forward subtrees through it

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "coll/tags.h"
+#include "core/cpu_relax.h"
 #include "core/log.h"
 #include "core/reduce.h"
 
@@ -37,19 +38,13 @@ class DriverMark {
   std::atomic<std::thread::id>& driver_;
 };
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 
 CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
                        std::vector<int> fabric_rank, WaitPolicy policy,
-                       std::chrono::microseconds spin_time, bool oversubscribed)
+                       std::chrono::microseconds spin_time, bool oversubscribed,
+                       std::chrono::milliseconds abort_limit)
     : fabric_(std::move(fabric)),
       cq_(fabric_->create_cq()),
       comm_id_(comm_id),
@@ -57,6 +52,7 @@ CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_
       fabric_rank_(std::move(fabric_rank)),
       policy_(policy),
       spin_time_(spin_time),
+      abort_limit_(abort_limit),
       oversubscribed_(oversubscribed),
       sent_(fabric_rank_.size(), 0),
       received_(fabric_rank_.size(), 0),
@@ -139,15 +135,24 @@ void CommEngine::abort(const std::string& reason) {
       return;
     }
   }
-  // Someone drives (possibly spinning for a long time): ask them, and wait.
+  // Someone drives (possibly spinning for a long time): ask them, and wait until the
+  // cancellation is through, so that the caller may free its buffers when we return.
   std::unique_lock lock(mu_);
-  if (abort_error_) return;
-  abort_requested_ = true;
-  abort_request_ = reason;
-  submissions_.fetch_add(1, std::memory_order_release);
-  cq_->interrupt();
-  // Bounded: the engine thread never sleeps longer than kMaxSleep between checks.
-  abort_done_.wait_for(lock, std::chrono::seconds(30), [&] { return abort_error_ != nullptr; });
+  if (!abort_error_) {
+    abort_requested_ = true;
+    abort_request_ = reason;
+    submissions_.fetch_add(1, std::memory_order_release);
+    cq_->interrupt();
+  }
+  // Whoever drives takes the request within one pass, and the engine thread looks at least
+  // every kMaxSleep: only a driver stuck outside the engine (a Work callback that never
+  // returns) keeps us waiting this long.
+  if (!abort_done_.wait_for(lock, abort_limit_, [&] { return abort_finished_; }))
+    throw timeout_error("Timed out after " + std::to_string(abort_limit_.count()) +
+                            " ms waiting for the abort to cancel the pending operations: the "
+                            "thread driving the communicator does not return (a Work "
+                            "callback that blocks?); their buffers may still be in use",
+                        {.rank = rank_, .op = "abort"});
 }
 
 std::shared_ptr<const Error> CommEngine::abort_error() const {
@@ -179,12 +184,14 @@ Clock::time_point CommEngine::run_available(bool check_time) {
     run_available_unguarded(check_time);
   } catch (const std::exception& e) {
     log(LogLevel::kError, "rank ", rank_, ": communicator engine: ", e.what());
+    Culprit culprit;
     if (active_)
-      active_->call->work->finish(std::make_shared<const Error>(aborted_error(
-          std::string("internal failure: ") + e.what(),
-          {.rank = rank_, .op = std::string(to_string(active_->call->args.op)),
-           .seq = static_cast<int64_t>(active_->call->seq)})));
-    do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true);
+      culprit = {active_->call->work,
+                 std::make_shared<const Error>(aborted_error(
+                     std::string("internal failure: ") + e.what(),
+                     {.rank = rank_, .op = std::string(to_string(active_->call->args.op)),
+                      .seq = static_cast<int64_t>(active_->call->seq)}))};
+    do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true, culprit);
   }
   return check_time ? next_deadline() : Clock::time_point::max();
 }
@@ -216,7 +223,17 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
   if (policy_ == WaitPolicy::kBlock) return;  // the engine thread does it; we sleep
   const auto spin_end =
       policy_ == WaitPolicy::kSpin ? until : std::min(until, Clock::now() + spin_time_);
-  std::lock_guard drive(drive_mu_);  // whoever holds it never sleeps with it
+  // Never block on the lock: another waiter may hold it for its whole wait (under kSpin, up
+  // to its own timeout). Its passes progress our operation too; we watch our Work and take
+  // over when the lock is free, and leave at our spin budget like a driver would.
+  std::unique_lock drive(drive_mu_, std::defer_lock);
+  for (unsigned i = 1; !drive.try_lock(); ++i) {
+    if (work.done() || ((i & 63) == 0 && Clock::now() >= spin_end)) return;
+    if (oversubscribed_ || (i & 63) == 0)
+      sched_yield();
+    else
+      cpu_relax();
+  }
   DriverMark mark(driver_);
   cq_->begin_active_polling();
   // The yield lets a peer rank that shares our core run: on an oversubscribed host a pure
@@ -328,22 +345,23 @@ void CommEngine::start_next_collective() {
 }
 
 void CommEngine::finish_collective() {
-  std::unique_ptr<ActiveCollective> done = std::move(active_);
-  CollectiveCall& call = *done->call;
-  const auto& error = done->executor->error();
-  if (!error) {
-    if (call.avg_data && call.avg_count > 0)
-      scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);
-    call.work->finish(nullptr);
-    spare_executor_ = std::move(done->executor);
+  CollectiveCall& call = *active_->call;
+  const auto& error = active_->executor->error();
+  if (error) {
+    // Other steps of this collective may still have receives in flight into its buffers:
+    // the abort cancels them before the Work is failed.
+    const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
+                           .seq = static_cast<int64_t>(call.seq)};
+    auto full = std::make_shared<const Error>(error->with_context(ctx));
+    log(LogLevel::kError, full->what());
+    do_abort(full->what(), true, {call.work, full});
     return;
   }
-  const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
-                         .seq = static_cast<int64_t>(call.seq)};
-  auto full = std::make_shared<const Error>(error->with_context(ctx));
-  log(LogLevel::kError, full->what());
-  call.work->finish(full);
-  do_abort(full->what(), true);
+  std::unique_ptr<ActiveCollective> done = std::move(active_);
+  if (call.avg_data && call.avg_count > 0)
+    scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);
+  call.work->finish(nullptr);
+  spare_executor_ = std::move(done->executor);
 }
 
 void CommEngine::post(std::unique_ptr<PointToPointCall> call) {
@@ -413,9 +431,7 @@ void CommEngine::check_deadlines() {
             active_->executor->waiting_for(),
         ctx));
     log(LogLevel::kError, error->what());
-    call.work->finish(error);
-    active_.reset();
-    do_abort(error->what(), true);
+    do_abort(error->what(), true, {call.work, error});
     return;
   }
   for (auto& [id, p] : p2p_) {
@@ -427,8 +443,7 @@ void CommEngine::check_deadlines() {
         {.rank = rank_, .peer = call.peer, .op = call.is_send ? "send" : "recv",
          .bytes = static_cast<int64_t>(call.bytes)}));
     log(LogLevel::kError, error->what());
-    call.work->finish(error);
-    do_abort(error->what(), true);  // cancels the other pending operations too
+    do_abort(error->what(), true, {call.work, error});  // cancels the others too
     return;
   }
 }
@@ -440,17 +455,23 @@ Clock::time_point CommEngine::next_deadline() const {
   return t;
 }
 
-void CommEngine::do_abort(const std::string& reason, bool notify_peers) {
+// The order is the promise of docs/errors.md: first the fabric cancels every operation of
+// this communicator and guarantees no further access to their buffers, then the Works fail
+// (a waiter released by the failure may free its buffer at once), then abort() returns.
+void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Culprit& culprit) {
   {
     std::lock_guard lock(mu_);
-    if (abort_error_) return;
+    if (abort_error_) {
+      // Aborted before: everything pending was cancelled and failed then.
+      if (culprit.work) culprit.work->finish(culprit.error);
+      return;
+    }
     abort_error_ = std::make_shared<const Error>(
         aborted_error("communicator aborted: " + reason, {.rank = rank_}));
   }
-  abort_done_.notify_all();
-  // From here on no byte lands in a user buffer: receives are cancelled, data discarded.
   fabric_->cancel(cq_.get());
-  auto error = abort_error();
+  if (culprit.work) culprit.work->finish(culprit.error);  // the first finish wins
+  const auto& error = abort_error_;  // set once, above; never changes afterwards
   if (active_) {
     active_->call->work->finish(error);
     active_.reset();
@@ -465,7 +486,9 @@ void CommEngine::do_abort(const std::string& reason, bool notify_peers) {
     submitted_colls_.clear();
     for (auto& p : submitted_p2p_) p->work->finish(error);
     submitted_p2p_.clear();
+    abort_finished_ = true;
   }
+  abort_done_.notify_all();
   if (!notify_peers) return;
   abort_notice_ = reason.substr(0, kControlBytes);
   for (int peer = 0; peer < size(); ++peer) {

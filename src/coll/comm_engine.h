@@ -60,17 +60,19 @@ struct PointToPointCall {
 
 class CommEngine final : public WorkDriver {
  public:
+  // `abort_limit`: how long abort() waits for the thread driving the engine to carry it out.
   CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
              std::vector<int> fabric_rank, WaitPolicy policy, std::chrono::microseconds spin_time,
-             bool oversubscribed);
+             bool oversubscribed, std::chrono::milliseconds abort_limit);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
 
   void submit(std::unique_ptr<CollectiveCall> call);
   void submit(std::unique_ptr<PointToPointCall> call);
-  // Aborts (once) and tells the peers. Returns after the engine thread has cancelled every
-  // pending operation, so the caller may free its buffers.
+  // Aborts (once) and tells the peers. Returns after every pending operation has been
+  // cancelled in the fabric and failed, so the caller may free its buffers; throws
+  // Error(kTimeout) if the thread driving the engine does not carry the abort out in time.
   void abort(const std::string& reason);
   // Null while healthy; the abort's error afterwards.
   std::shared_ptr<const Error> abort_error() const;
@@ -112,7 +114,13 @@ class CommEngine final : public WorkDriver {
   void post(std::unique_ptr<PointToPointCall> call);
   void dispatch(const transport::Completion& c);
   void check_deadlines();
-  void do_abort(const std::string& reason, bool notify_peers);
+  // The operation whose failure causes an abort, and its own error (the others get the
+  // abort's). It is failed only after the fabric has cancelled everything.
+  struct Culprit {
+    std::shared_ptr<WorkImpl> work;
+    std::shared_ptr<const Error> error;
+  };
+  void do_abort(const std::string& reason, bool notify_peers, const Culprit& culprit = {});
   void post_control_recv();
   Clock::time_point next_deadline() const;
   int comm_rank_of(int fabric_rank) const;
@@ -127,6 +135,7 @@ class CommEngine final : public WorkDriver {
 
   const WaitPolicy policy_;
   const std::chrono::microseconds spin_time_;
+  const std::chrono::milliseconds abort_limit_;
 
   // Held by whoever runs the engine; never held while sleeping (see the top of this file).
   std::mutex drive_mu_;
@@ -145,6 +154,7 @@ class CommEngine final : public WorkDriver {
   uint64_t aborts_handled_ = 0;
   std::condition_variable abort_done_;
   std::shared_ptr<const Error> abort_error_;
+  bool abort_finished_ = false;  // the abort has cancelled and failed everything
   std::atomic<bool> stop_{false};
 
   // Guarded by drive_mu_.

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "coll/communicator_impl.h"
+#include "coll/tags.h"
 #include "core/log.h"
 
 namespace plait {
@@ -79,7 +80,8 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   const bool oversubscribed =
       local_ranks > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
-                                         config_.wait_policy, config_.spin_time, oversubscribed);
+                                         config_.wait_policy, config_.spin_time, oversubscribed,
+                                         timeout_);
 }
 
 // Work::wait() without an argument outlasts the operation's own deadline a little, so the
@@ -99,6 +101,29 @@ void CommunicatorImpl::check_root(int root, const char* op) const {
                         {.rank = rank(), .op = op});
 }
 
+size_t CommunicatorImpl::checked_elems(size_t count, size_t times, DataType dtype,
+                                       const char* op) const {
+  size_t elems = 0, bytes = 0;
+  if (__builtin_mul_overflow(count, times, &elems) ||
+      __builtin_mul_overflow(elems, dtype_size(dtype), &bytes) ||
+      bytes > static_cast<size_t>(PTRDIFF_MAX))
+    throw invalid_usage("count " + std::to_string(count) +
+                            (times == 1 ? "" : " x " + std::to_string(times)) + " elements of " +
+                            std::string(to_string(dtype)) + " do not fit in memory (byte size overflows)",
+                        {.rank = rank(), .op = op});
+  return elems;
+}
+
+size_t CommunicatorImpl::checked_sum(const std::vector<size_t>& counts, DataType dtype,
+                                     const char* op) const {
+  size_t total = 0;
+  for (size_t c : counts)
+    if (__builtin_add_overflow(total, c, &total))
+      throw invalid_usage("the counts add up beyond what fits in memory (sum overflows)",
+                          {.rank = rank(), .op = op});
+  return checked_elems(total, 1, dtype, op);
+}
+
 void CommunicatorImpl::check_buffer(const void* p, size_t elems, const char* what,
                                     const char* op) const {
   if (p == nullptr && elems > 0)
@@ -114,7 +139,9 @@ CollArgs CommunicatorImpl::base_args(CollOp op, DataType dtype, ReduceOp redop, 
   args.rank = rank();
   args.size = size();
   args.dtype = dtype;
-  args.redop = redop == ReduceOp::kAvg ? ReduceOp::kSum : redop;
+  // The user's op, kAvg included: it travels in the signature, so a rank in an AVG and one
+  // in a SUM disagree visibly. Reductions combine kAvg as kSum; finish_collective divides.
+  args.redop = redop;
   args.root = root;
   args.count = count;
   args.ps_roots = config_.ps_roots;
@@ -225,7 +252,7 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
   if (peer < 0 || peer >= size())
     throw invalid_usage("peer " + std::to_string(peer) + " out of range", {.rank = rank(), .op = "send"});
   if (tag >= (1u << 31)) throw invalid_usage("tag must be below 2^31", {.rank = rank(), .op = "send"});
-  check_buffer(buf, count, "send", "send");
+  check_buffer(buf, checked_elems(count, 1, dtype, "send"), "send", "send");
   auto call = std::make_unique<PointToPointCall>();
   call->is_send = true;
   call->buffer = const_cast<void*>(buf);
@@ -248,7 +275,7 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   if (peer != kAnySource && (peer < 0 || peer >= size()))
     throw invalid_usage("peer " + std::to_string(peer) + " out of range", {.rank = rank(), .op = "recv"});
   if (tag >= (1u << 31)) throw invalid_usage("tag must be below 2^31", {.rank = rank(), .op = "recv"});
-  check_buffer(buf, count, "recv", "recv");
+  check_buffer(buf, checked_elems(count, 1, dtype, "recv"), "recv", "recv");
   auto call = std::make_unique<PointToPointCall>();
   call->is_send = false;
   call->buffer = buf;
@@ -279,10 +306,13 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   // Round 2: each group's first member draws a fresh communicator id from the store (ids
   // must be unique per fabric, and the new group shares this one).
   int64_t id = 0;
-  if (!members.empty() && members.front() == rank()) id = store_->add("comm_ids", 1) + 1;
+  if (!members.empty() && members.front() == rank()) id = draw_comm_id();
   std::vector<int64_t> ids(n);
   allgather(&id, ids.data(), 1, DataType::kI64, {})->wait();
   if (color == kUndefinedColor) return nullptr;
+  // Every member learns the draw's outcome, so all of them fail alike.
+  if (ids[members.front()] < 0)
+    throw comm_ids_exhausted("split");
   const int new_rank = static_cast<int>(
       std::find(members.begin(), members.end(), rank()) - members.begin());
   std::vector<int> fabric_ranks;
@@ -320,7 +350,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
   key += "/" + std::to_string(nth);
   int64_t id;
   if (ranks.front() == rank()) {
-    id = store_->add("comm_ids", 1) + 1;
+    id = draw_comm_id();
     store_->set(key, std::to_string(id));
   } else {
     try {
@@ -329,12 +359,29 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
       throw e.with_context(ctx);
     }
   }
+  if (id < 0) throw comm_ids_exhausted("subgroup");
   std::vector<int> fabric_ranks;
   for (int m : ranks) fabric_ranks.push_back(engine_->fabric_rank(m));
   return std::make_shared<CommunicatorImpl>(engine_->fabric(), topology_,
                                             static_cast<uint32_t>(id),
                                             static_cast<int>(me - ranks.begin()),
                                             std::move(fabric_ranks), store_, config_, timeout_);
+}
+
+// Ids are unique per fabric (every communicator split from one shares its connections, and
+// tags carry kCommIdBits of the id): drawn from a counter in the store, never reused. A draw
+// past the last id yields -1, which the members then turn into an error.
+int64_t CommunicatorImpl::draw_comm_id() {
+  const int64_t id = store_->add("comm_ids", 1) + 1;
+  return id < (int64_t{1} << kCommIdBits) ? id : -1;
+}
+
+Error CommunicatorImpl::comm_ids_exhausted(const char* op) const {
+  return invalid_usage("no communicator id left: this job has created " +
+                           std::to_string((int64_t{1} << kCommIdBits) - 2) +
+                           " communicators by split or subgroup over one fabric (ids are not "
+                           "reused); create a new world communicator",
+                       {.rank = rank(), .op = op});
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

@@ -74,6 +74,13 @@ class CommunicatorImpl : public Communicator {
   WorkPtr enqueue(Call call, const CallOptions& opts);
   std::shared_ptr<const Selection> select(const CollArgs& args, const std::string& choice);
   void check_root(int root, const char* op) const;
+  // count * times elements of dtype; throws kInvalidUsage when their byte size overflows (a
+  // wrapped product would size every buffer and message wrongly).
+  size_t checked_elems(size_t count, size_t times, DataType dtype, const char* op) const;
+  // The sum of per-rank counts, checked likewise.
+  size_t checked_sum(const std::vector<size_t>& counts, DataType dtype, const char* op) const;
+  int64_t draw_comm_id();
+  Error comm_ids_exhausted(const char* op) const;
   void check_buffer(const void* p, size_t elems, const char* what, const char* op) const;
   std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
   static std::chrono::milliseconds wait_limit(std::chrono::milliseconds op_timeout);

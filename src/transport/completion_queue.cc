@@ -9,6 +9,8 @@
 #include <climits>
 #include <ctime>
 
+#include "core/cpu_relax.h"
+
 namespace plait::transport {
 namespace {
 
@@ -26,13 +28,6 @@ void futex_wake(std::atomic<uint32_t>* word, int count) {
   ::syscall(SYS_futex, futex_word(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 // Brackets a spin: the queue counts an active poller (see begin_active_polling).
 class PollingScope {

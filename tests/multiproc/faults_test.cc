@@ -73,6 +73,8 @@ int mismatch_child(const char* kind) {
       comm->broadcast(buf.data(), buf.data(), 8, DataType::kF32, me == 1 ? 1 : 0)->wait();
     } else if (k == "redop") {
       comm->allreduce(buf.data(), buf.data(), 8, DataType::kF32, me == 1 ? ReduceOp::kMax : ReduceOp::kSum)->wait();
+    } else if (k == "avg") {  // AVG is a sum on the wire, but not the same collective
+      comm->allreduce(buf.data(), buf.data(), 8, DataType::kF32, me == 1 ? ReduceOp::kAvg : ReduceOp::kSum)->wait();
     }
     // A rank whose part needed no message from a disagreeing peer (a root that only sends)
     // may finish the mismatched collective; its next operation reports the mismatch.
@@ -87,6 +89,7 @@ ChildMode mismatch_dtype("mismatch_dtype", [] { return mismatch_child("dtype"); 
 ChildMode mismatch_op("mismatch_op", [] { return mismatch_child("op"); });
 ChildMode mismatch_root("mismatch_root", [] { return mismatch_child("root"); });
 ChildMode mismatch_redop("mismatch_redop", [] { return mismatch_child("redop"); });
+ChildMode mismatch_avg("mismatch_avg", [] { return mismatch_child("avg"); });
 
 class Mismatch : public ::testing::TestWithParam<std::string> {};
 
@@ -103,7 +106,7 @@ TEST_P(Mismatch, EveryRankGetsAnErrorNamingTheMismatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, Mismatch,
-                         ::testing::Values("count", "dtype", "op", "root", "redop"));
+                         ::testing::Values("count", "dtype", "op", "root", "redop", "avg"));
 
 int join_child() {
   try {

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <ctime>
 
+#include "core/cpu_relax.h"
+
 namespace plait::transport::shm {
 
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
@@ -34,12 +36,5 @@ inline void futex_wake_shared(std::atomic<uint32_t>* word, int count = INT_MAX) 
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace plait::transport::shm
