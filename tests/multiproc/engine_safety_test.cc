@@ -131,24 +131,32 @@ INSTANTIATE_TEST_SUITE_P(Transports, NoWriteAfterFailure,
 // --- waits stay bounded ---
 
 // Under PLAIT_WAIT=spin a waiting thread drives the engine for its whole wait. A second
-// thread's shorter wait must end on time, not when the first one lets go.
+// thread's shorter wait must end on time, not when the first one lets go: the first one
+// waits for as long as the test lets it (it ends only when the communicator is aborted,
+// after the short wait has returned; without the fix, the job hangs until it is killed).
 int two_waiters_child() {
   auto comm = join();
   if (comm->rank() == 1) {
-    comm->barrier()->wait();  // after rank 0 is done
+    try {
+      comm->barrier()->wait();
+    } catch (const Error&) {
+      // Rank 0's abort.
+    }
     return 0;
   }
   int32_t a = 0, b = 0;
   WorkPtr long_wait = comm->recv(&a, 1, DataType::kI32, 1, 1);  // never sent
   WorkPtr short_wait = comm->recv(&b, 1, DataType::kI32, 1, 2);  // never sent
-  std::atomic<bool> long_returned{false};
+  std::atomic<bool> long_returned{false}, long_started{false};
   std::thread spinner([&] {
+    long_started = true;
     try {
-      long_wait->wait(20s);
+      long_wait->wait(std::chrono::hours(1));
     } catch (const Error&) {
     }
     long_returned = true;
   });
+  while (!long_started) std::this_thread::yield();
   std::this_thread::sleep_for(200ms);  // the spinner holds the engine by now
   bool timed_out = false;
   try {
@@ -166,9 +174,13 @@ int two_waiters_child() {
 ChildMode two_waiters("two_waiters", two_waiters_child);
 
 TEST(EngineWaits, AShortWaitEndsWhileAnotherThreadSpinsInTheEngine) {
-  auto results = spawn_ranks(2, {0, 1}, "two_waiters", [](int) {
-    return std::map<std::string, std::string>{{"PLAIT_WAIT", "spin"}, {"PLAIT_TIMEOUT", "60000"}};
-  });
+  auto results = spawn_ranks(
+      2, {0, 1}, "two_waiters",
+      [](int) {
+        return std::map<std::string, std::string>{{"PLAIT_WAIT", "spin"},
+                                                  {"PLAIT_TIMEOUT", "3600000"}};
+      },
+      /*timeout_s=*/60);
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].status, 0) << results[0].output;
   EXPECT_NE(results[0].output.find("short wait: timed out, before the long one returned"),
