@@ -247,6 +247,26 @@ std::vector<SettingRow> make_rows() {
          c.chunk_bytes = parse_bytes_setting(n, v, 0);
        },
        [](const Config& c, const std::string&) { return format_bytes(c.chunk_bytes); }},
+      {{"PLAIT_MAX_UNEXPECTED", "bytes", "512M",
+        "Per peer: eager bytes that may wait for their receive; a peer sending more is an error"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.max_unexpected_bytes = parse_bytes_setting(n, v, 0);
+       },
+       [](const Config& c, const std::string&) { return format_bytes(c.max_unexpected_bytes); }},
+      {{"PLAIT_MAX_UNEXPECTED_MSGS", "int: 1..2^40", "1048576",
+        "Per peer: messages that may wait for their receive; a peer sending more is an error"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.max_unexpected_messages = static_cast<size_t>(parse_int_in(n, v, 1, int64_t{1} << 40));
+       },
+       [](const Config& c, const std::string&) {
+         return std::to_string(c.max_unexpected_messages);
+       }},
+      {{"PLAIT_STORE_MAX_HANDSHAKES", "int: 1..65536", "256",
+        "Embedded store: connections authenticated at once; more wait in the listen queue"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.store_max_handshakes = static_cast<int>(parse_int_in(n, v, 1, 65536));
+       },
+       [](const Config& c, const std::string&) { return std::to_string(c.store_max_handshakes); }},
       {{"PLAIT_WAIT", enum_type(kWaitPolicies), "hybrid",
         "How waits poll completions: busy-poll, sleep, or spin PLAIT_SPIN_US then sleep"},
        [](Config& c, const std::string& n, const std::string& v) {

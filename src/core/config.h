@@ -27,6 +27,10 @@ struct Config {
   std::string tcp_interface;                          // PLAIT_TCP_IFNAME / address to bind
   size_t eager_threshold = 0;          // PLAIT_EAGER_THRESHOLD: 0 = from the cost model
   size_t chunk_bytes = 0;              // PLAIT_CHUNK_BYTES: pipelining unit, 0 = automatic
+  // PLAIT_MAX_UNEXPECTED / _MSGS: per peer, what may be buffered before its receive is posted
+  size_t max_unexpected_bytes = size_t{512} << 20;
+  size_t max_unexpected_messages = size_t{1} << 20;
+  int store_max_handshakes = 256;  // PLAIT_STORE_MAX_HANDSHAKES: embedded store, at once
   WaitPolicy wait_policy = WaitPolicy::kHybrid;  // PLAIT_WAIT: spin|block|hybrid
   std::chrono::microseconds spin_time{50};       // PLAIT_SPIN_US: hybrid's spin budget
   int ps_roots = 0;                   // PLAIT_PS_ROOTS: k roots of the ps algorithm, 0 = auto

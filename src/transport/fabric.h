@@ -110,7 +110,16 @@ class CompletionQueue {
 
 class MemoryRegion {
  public:
-  virtual ~MemoryRegion() = default;  // deregisters: later remote accesses fail
+  // Deregisters unless deregister() did: later remote accesses fail. Never returns while a
+  // peer may still access the memory (the caller may free it next); a peer that holds an
+  // access past the provider's bound (a stopped process) is named in an error log each time
+  // the bound passes, until it lets go or exits. deregister() is the bounded way.
+  virtual ~MemoryRegion() = default;
+  // Deregisters now; from its return no peer accesses the memory any more. Throws
+  // Error(kTimeout) naming the peer when one still accesses the region after the provider's
+  // bound: the region then takes no new accesses, but the memory must stay allocated; call
+  // again to wait again. Idempotent once it has succeeded.
+  virtual void deregister() = 0;
   virtual void* addr() const = 0;
   virtual size_t length() const = 0;
   virtual uint32_t access() const = 0;

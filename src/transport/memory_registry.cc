@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <random>
 
+#include "core/log.h"
 #include "plait/error.h"
 
 namespace plait::transport {
@@ -62,7 +63,7 @@ MemoryRegistry::MemoryRegistry() {
 uint64_t MemoryRegistry::fresh_key_locked() {
   for (;;) {
     uint64_t key = splitmix64(&key_state_);
-    if (key != 0 && !regions_.count(key)) return key;
+    if (key != 0 && !regions_.count(key) && !removing_.count(key)) return key;
   }
 }
 
@@ -86,21 +87,36 @@ RegionRef MemoryRegistry::add(void* addr, size_t length, uint32_t access) {
 }
 
 void MemoryRegistry::remove(uint64_t key) {
+  std::lock_guard listeners_lock(listeners_mu_);
   RegionRef region;
   {
-    std::lock_guard listeners_lock(listeners_mu_);
-    {
-      std::lock_guard lock(mu_);
-      auto it = regions_.find(key);
-      if (it == regions_.end()) return;
+    std::lock_guard lock(mu_);
+    if (auto it = regions_.find(key); it != regions_.end()) {
       region = std::move(it->second);
       regions_.erase(it);
+      removing_.emplace(key, region);
+    } else if (auto again = removing_.find(key); again != removing_.end()) {
+      region = again->second;
+    } else {
+      return;
     }
-    for (RegistryListener* l : listeners_) l->on_remove(region);
   }
-  // New accesses can no longer find the key; this waits out the one in flight, if any.
-  std::unique_lock lock(region->mu_);
-  region->registered_ = false;
+  // New local accesses can no longer find the key; this waits out the one in flight, if any.
+  {
+    std::unique_lock lock(region->mu_);
+    region->registered_ = false;
+  }
+  std::string still_used;
+  for (RegistryListener* l : listeners_) {
+    std::string why = l->on_remove(region);
+    if (still_used.empty()) still_used = std::move(why);
+  }
+  if (!still_used.empty())
+    throw timeout_error("deregistering key " + format_key(key) + ": " + still_used +
+                            "; the memory must stay allocated until deregistration succeeds",
+                        {.op = "deregister", .bytes = static_cast<int64_t>(region->length())});
+  std::lock_guard lock(mu_);
+  removing_.erase(key);
 }
 
 RegionRef MemoryRegistry::check(uint64_t key, uint64_t offset, uint64_t length, AccessKind kind,
@@ -159,6 +175,24 @@ void MemoryRegistry::add_listener(RegistryListener* listener) {
 void MemoryRegistry::remove_listener(RegistryListener* listener) {
   std::lock_guard listeners_lock(listeners_mu_);
   std::erase(listeners_, listener);
+}
+
+void RegistryMemoryRegion::deregister() {
+  if (deregistered_) return;
+  registry_->remove(region_->key());
+  deregistered_ = true;
+}
+
+RegistryMemoryRegion::~RegistryMemoryRegion() {
+  // The caller frees the memory next: wait for as long as a peer may still access it.
+  for (;;) {
+    try {
+      deregister();
+      return;
+    } catch (const Error& e) {
+      log(LogLevel::kError, e.what(), "; waiting on");
+    }
+  }
 }
 
 }  // namespace plait::transport

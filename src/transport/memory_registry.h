@@ -73,13 +73,14 @@ std::string unregistered_denial(uint64_t key);
 // Told about every region of a registry, for a provider that publishes regions elsewhere
 // (the shm provider: a table in shared memory that peers check and pin without the owner's
 // CPU). Calls are serialized; on_remove() runs inside MemoryRegistry::remove() after the key
-// is unpublished locally and must return only once the listener's own path no longer
-// touches the region's memory. Neither may throw.
+// is unpublished locally. It returns an empty string once the listener's own path no longer
+// touches the region's memory, or, after a bounded wait, why it still may (who accesses it);
+// it is then called again for the same region at the next remove(). Neither may throw.
 class RegistryListener {
  public:
   virtual ~RegistryListener() = default;
   virtual void on_add(const RegionRef& region) = 0;
-  virtual void on_remove(const RegionRef& region) = 0;
+  virtual std::string on_remove(const RegionRef& region) = 0;
 };
 
 class MemoryRegistry {
@@ -89,7 +90,10 @@ class MemoryRegistry {
   // Throws plait::Error(kInvalidUsage) for a null address with a nonzero length or unknown
   // access bits.
   RegionRef add(void* addr, size_t length, uint32_t access);
-  // Unpublishes the key, then waits for the access in flight (if any) to finish.
+  // Unpublishes the key, then waits for the accesses in flight to finish. Throws
+  // Error(kTimeout) when a listener reports a peer that still accesses the region after its
+  // bound: the key stays unpublished and reserved, the caller must keep the memory, and a
+  // later remove() of the key waits again. Unknown keys are ignored.
   void remove(uint64_t key);
 
   // The target's check, done before any byte is touched. On success returns the region;
@@ -114,6 +118,8 @@ class MemoryRegistry {
   std::vector<RegistryListener*> listeners_;  // guarded by listeners_mu_
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, RegionRef> regions_;
+  // Unpublished, but a listener's peer may still access them (remove() threw).
+  std::unordered_map<uint64_t, RegionRef> removing_;
   uint64_t key_state_;  // splitmix64 state, seeded from the OS
 };
 
@@ -123,7 +129,8 @@ class RegistryMemoryRegion final : public MemoryRegion {
  public:
   RegistryMemoryRegion(std::shared_ptr<MemoryRegistry> registry, RegionRef region)
       : registry_(std::move(registry)), region_(std::move(region)) {}
-  ~RegistryMemoryRegion() override { registry_->remove(region_->key()); }
+  ~RegistryMemoryRegion() override;
+  void deregister() override;
 
   void* addr() const override { return region_->base(); }
   size_t length() const override { return region_->length(); }
@@ -135,6 +142,7 @@ class RegistryMemoryRegion final : public MemoryRegion {
  private:
   std::shared_ptr<MemoryRegistry> registry_;
   RegionRef region_;
+  bool deregistered_ = false;
 };
 
 // "0x00000000deadbeef": how keys appear in messages.

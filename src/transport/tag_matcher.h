@@ -10,6 +10,10 @@
 //   Entry  an unexpected message: int source; uint64_t tag, header, length;
 //          bool rendezvous, complete; std::shared_ptr<Op> claimed_by; default-constructible
 //
+// Unexpected entries are bounded per source (Limits, from PLAIT_MAX_UNEXPECTED and
+// PLAIT_MAX_UNEXPECTED_MSGS): past them arrive() queues nothing and says so, and the provider
+// fails that peer with an error naming it, instead of buffering without end.
+//
 // The linear scans are deliberate: posted and unexpected lists are short in practice (a few
 // per peer), and any-source receives make an index by source awkward. The list nodes come
 // from a pool guarded by the matcher's lock, so that posting and matching a receive does not
@@ -17,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <functional>
 #include <list>
 #include <memory>
@@ -28,15 +34,47 @@
 
 namespace plait::transport {
 
+// What one source may leave waiting for receives at once (eager payload bytes; entries of
+// any kind): a bound on the memory a fast or faulty peer can make us hold.
+struct UnexpectedLimits {
+  size_t bytes = SIZE_MAX;
+  size_t messages = SIZE_MAX;
+};
+struct UnexpectedUsage {
+  size_t bytes = 0;
+  size_t messages = 0;
+};
+
+// Why a message of `length` bytes from `source` was refused (TagMatcher::Arrival::over_limit).
+inline std::string unexpected_limit_error(int source, uint64_t length, const UnexpectedUsage& used,
+                                          const UnexpectedLimits& limits) {
+  return "rank " + std::to_string(source) + " sent a " + std::to_string(length) +
+         "-byte message while " + std::to_string(used.messages) + " messages (" +
+         std::to_string(used.bytes) + " bytes) from it already wait for their receives here, " +
+         "beyond PLAIT_MAX_UNEXPECTED_MSGS=" + std::to_string(limits.messages) +
+         " or PLAIT_MAX_UNEXPECTED=" + std::to_string(limits.bytes) +
+         " (a receiver that does not keep up, or a faulty peer)";
+}
+
 template <typename Op, typename Entry>
 class TagMatcher {
  public:
   using OpRef = std::shared_ptr<Op>;
   using EntryRef = std::shared_ptr<Entry>;
 
+  using Limits = UnexpectedLimits;
+  using Usage = UnexpectedUsage;
+  void set_limits(Limits limits) {
+    std::lock_guard lock(mu_);
+    limits_ = limits;
+  }
+  const Limits& limits() const { return limits_; }
+
   struct Arrival {
     OpRef recv;          // a posted recv, now removed and bound to the source
     EntryRef unexpected;  // else the new entry, already queued
+    bool over_limit = false;  // neither: the source has too much waiting (nothing queued)
+    Usage usage;              // with over_limit: what the source has waiting
   };
   // A message header from `source`. `fill(Entry&)` sets the provider's own fields of a new
   // unexpected entry before other threads can see it.
@@ -64,6 +102,12 @@ class TagMatcher {
       }
       ++it;
     }
+    Usage& used = usage_[source];
+    const size_t bytes = rendezvous ? 0 : length;
+    if (used.messages >= limits_.messages || bytes > limits_.bytes - used.bytes)
+      return {nullptr, nullptr, true, used};
+    used.messages += 1;
+    used.bytes += bytes;
     auto entry = std::make_shared<Entry>();
     entry->source = source;
     entry->tag = tag;
@@ -94,6 +138,7 @@ class TagMatcher {
       if (!take(*recv)) return {};
       EntryRef match = std::move(*it);
       unexpected_.erase(it);
+      release(*match);
       recv->peer.store(match->source, std::memory_order_relaxed);
       recv->message_length.store(match->length, std::memory_order_relaxed);
       recv->message_header.store(match->header, std::memory_order_relaxed);
@@ -123,7 +168,9 @@ class TagMatcher {
   void drop_incomplete_from(int source) {
     std::lock_guard lock(mu_);
     unexpected_.remove_if([&](const EntryRef& e) {
-      return e->source == source && (e->rendezvous || !e->complete);
+      const bool drop = e->source == source && (e->rendezvous || !e->complete);
+      if (drop) release(*e);
+      return drop;
     });
   }
   // The posted recvs that satisfy `pred` (they stay posted; a provider fails them, and
@@ -143,6 +190,12 @@ class TagMatcher {
   static bool take(Op& recv) { return recv.try_match(); }
   static bool lost(Op& recv) { return recv.sibling_lost(); }
 
+  void release(const Entry& e) {
+    Usage& used = usage_[e.source];
+    used.messages -= 1;
+    used.bytes -= e.rendezvous ? 0 : e.length;
+  }
+
   static bool accepts(const Op& recv, int source, uint64_t tag) {
     int want = recv.peer.load(std::memory_order_relaxed);
     return recv.tag == tag && (want == kAnySource || want == source);
@@ -153,6 +206,8 @@ class TagMatcher {
   std::pmr::unsynchronized_pool_resource pool_;
   std::pmr::list<OpRef> posted_{&pool_};
   std::pmr::list<EntryRef> unexpected_{&pool_};
+  Limits limits_;
+  std::unordered_map<int, Usage> usage_;  // by source, of the entries in unexpected_
 };
 
 }  // namespace plait::transport

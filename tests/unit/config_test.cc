@@ -64,10 +64,27 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
        {"PLAIT_TIMEOUT", "PLAIT_CONNECT_TIMEOUT", "PLAIT_TRANSPORT", "PLAIT_LOG",
         "PLAIT_TCP_STREAMS", "PLAIT_TCP_STRIPE", "PLAIT_TCP_IFNAME", "PLAIT_EAGER_THRESHOLD",
         "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS",
-        "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE"}) {
+        "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
+        "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 28u);
+  EXPECT_EQ(settings().size(), 31u);
+}
+
+TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {
+  Config d = Config::from_env(std::map<std::string, std::string>{});
+  EXPECT_EQ(d.max_unexpected_bytes, size_t{512} << 20);
+  EXPECT_EQ(d.max_unexpected_messages, size_t{1} << 20);
+  EXPECT_EQ(d.store_max_handshakes, 256);
+  Config c = Config::from_env({{"PLAIT_MAX_UNEXPECTED", "64M"},
+                               {"PLAIT_MAX_UNEXPECTED_MSGS", "1000"},
+                               {"PLAIT_STORE_MAX_HANDSHAKES", "8"}});
+  EXPECT_EQ(c.max_unexpected_bytes, size_t{64} << 20);
+  EXPECT_EQ(c.max_unexpected_messages, 1000u);
+  EXPECT_EQ(c.store_max_handshakes, 8);
+  EXPECT_THROW(Config::from_env({{"PLAIT_MAX_UNEXPECTED_MSGS", "0"}}), Error);
+  EXPECT_THROW(Config::from_env({{"PLAIT_STORE_MAX_HANDSHAKES", "100000"}}), Error);
+  EXPECT_THROW(Config::from_env({{"PLAIT_MAX_UNEXPECTED", "lots"}}), Error);
 }
 
 TEST(ConfigRegistry, RunGraceTakesSecondsOrAUnit) {

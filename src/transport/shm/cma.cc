@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <mutex>
 
 namespace plait::transport::shm {
 namespace {
@@ -24,12 +25,33 @@ int transfer(Call call, size_t len) {
   return 0;
 }
 
+// Process-wide, as the kernel setting is: every fabric of the process shares one grant.
+std::mutex grant_mu;
+std::weak_ptr<void> granted;  // guarded by grant_mu
+
 }  // namespace
 
-void allow_cma_from_any_process() {
+CmaPermission allow_cma_from_any_process() {
+  std::lock_guard lock(grant_mu);
+  if (CmaPermission held = granted.lock()) return held;
 #ifdef PR_SET_PTRACER
   ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 #endif
+  CmaPermission grant(nullptr, [](void*) {
+    std::lock_guard lock(grant_mu);
+    // A new grant made while this one was dying must not be withdrawn.
+    if (!granted.expired()) return;
+#ifdef PR_SET_PTRACER
+    ::prctl(PR_SET_PTRACER, 0, 0, 0, 0);
+#endif
+  });
+  granted = grant;
+  return grant;
+}
+
+bool cma_permission_granted() {
+  std::lock_guard lock(grant_mu);
+  return !granted.expired();
 }
 
 int cma_read(pid_t pid, void* local, uint64_t remote, size_t len) {

@@ -9,12 +9,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace plait::transport::shm {
 
-// PR_SET_PTRACER_ANY: lets peers of the job CMA into this process under Yama ptrace_scope=1.
-// A process-wide setting; harmless without Yama (the call then fails and is ignored).
-void allow_cma_from_any_process();
+// PR_SET_PTRACER_ANY: lets peers of the job CMA into this process under Yama ptrace_scope=1
+// (and, like any ptracer permission, lets any process of this user attach to it). Held only
+// while some fabric of this process may use CMA: the setting is the process's, so the last
+// handle gone resets it. Harmless without Yama (the call then fails and is ignored).
+using CmaPermission = std::shared_ptr<void>;
+CmaPermission allow_cma_from_any_process();
+// Whether some handle from allow_cma_from_any_process() is alive (the permission is held).
+bool cma_permission_granted();
 
 // Copies `len` bytes between `local` and address `remote` of process `pid`. Returns 0, or
 // the errno: ESRCH (the process is gone), EFAULT (the remote range is not mapped), EPERM.

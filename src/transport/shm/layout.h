@@ -9,8 +9,9 @@
 //   slots[S]             the registration table: the owner's regions that peers may access
 //                        by cross-memory attach (region_table.h), with one pin counter per peer
 //
-// Peers trust only what they verify: the magic and version, the token tag, the rank and
-// size, and that every offset lies inside the segment they mapped.
+// Peers trust only what they verify, once, at setup: the magic and version, the token tag,
+// the rank and size, and a geometry whose every offset lies inside the segment they mapped;
+// from then on they use their private copy of the geometry (SegmentView), never the header's.
 #pragma once
 
 #include <atomic>
@@ -103,23 +104,27 @@ inline Geometry make_geometry(uint32_t peers, uint64_t ring_capacity, uint64_t t
   return g;
 }
 
-// Typed access to a mapped segment (ours or a peer's) whose geometry has been verified.
+// Typed access to a mapped segment, ours or a peer's. Every offset and size comes from a
+// Geometry in private memory (ours as planned; a peer's as verified once at setup), never from
+// the header: a peer can rewrite the header at any time, and a size or offset read from it
+// after the check would steer our accesses. header() is for the shared words only.
 class SegmentView {
  public:
   SegmentView() = default;
-  explicit SegmentView(char* base) : base_(base) {}
+  SegmentView(char* base, const Geometry& geometry) : base_(base), g_(geometry) {}
 
+  const Geometry& geometry() const { return g_; }
   SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
-  int32_t* peer_ranks() const { return reinterpret_cast<int32_t*>(base_ + header().peers_offset); }
+  int32_t* peer_ranks() const { return reinterpret_cast<int32_t*>(base_ + g_.peers_offset); }
   std::atomic<uint32_t>& cma_state(uint32_t i) const {
-    return reinterpret_cast<std::atomic<uint32_t>*>(base_ + header().cma_offset)[i];
+    return reinterpret_cast<std::atomic<uint32_t>*>(base_ + g_.cma_offset)[i];
   }
   RingControl* ring_control(uint32_t i) const {
-    return reinterpret_cast<RingControl*>(base_ + header().rings_offset + i * header().ring_stride);
+    return reinterpret_cast<RingControl*>(base_ + g_.rings_offset + i * g_.ring_stride);
   }
   char* ring_data(uint32_t i) const { return reinterpret_cast<char*>(ring_control(i)) + kRingControlBytes; }
   RegionSlot& slot(uint64_t s) const {
-    return *reinterpret_cast<RegionSlot*>(base_ + header().table_offset + s * header().slot_stride);
+    return *reinterpret_cast<RegionSlot*>(base_ + g_.table_offset + s * g_.slot_stride);
   }
   std::atomic<uint32_t>& pins(uint64_t s, uint32_t peer_index) const {
     return reinterpret_cast<std::atomic<uint32_t>*>(reinterpret_cast<char*>(&slot(s)) +
@@ -129,6 +134,7 @@ class SegmentView {
 
  private:
   char* base_ = nullptr;
+  Geometry g_;
 };
 
 }  // namespace plait::transport::shm

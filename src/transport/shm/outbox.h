@@ -60,6 +60,9 @@ class Outbox {
   void notify();
   // Drops everything queued (the peer is gone); queued ops are failed by the caller's sweep.
   void clear();
+  // Returns once no queued item is being copied out of user memory: a caller that has just
+  // marked ops finished knows that every later copy sees them finished (cancel()).
+  void fence() { std::lock_guard lock(mu_); }
 
   bool has_backlog() const { return backlog_size_.load(std::memory_order_acquire) != 0; }
   // The largest payload of one record in this ring.

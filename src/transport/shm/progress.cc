@@ -60,8 +60,9 @@ bool ShmFabric::pass() {
 bool ShmFabric::drain(Peer& p) {
   bool did = false;
   for (size_t i = 0; i < kRecordsPerPass; ++i) {
-    const Record* r = nullptr;
-    RingReader::Peek k = p.inbox.peek(&r);
+    Record r;  // a private copy: the peer can rewrite the ring meanwhile
+    const char* payload = nullptr;
+    RingReader::Peek k = p.inbox.peek(&r, &payload);
     if (k == RingReader::Peek::kEmpty) break;
     if (k == RingReader::Peek::kCorrupt) {
       p.ring_broken.store(true);
@@ -70,13 +71,13 @@ bool ShmFabric::drain(Peer& p) {
       break;
     }
     try {
-      dispatch(p, *r);
+      dispatch(p, r, payload);
     } catch (const std::exception& e) {
       p.ring_broken.store(true);
       fail_peer(p, "protocol error from rank " + std::to_string(p.rank) + ": " + e.what(), false);
       break;
     }
-    p.inbox.consume(*r);
+    p.inbox.consume(r);
     did = true;
   }
   // The producer may wait for this room (its outbox queued records).
@@ -84,21 +85,21 @@ bool ShmFabric::drain(Peer& p) {
   return did;
 }
 
-void ShmFabric::dispatch(Peer& p, const Record& r) {
+void ShmFabric::dispatch(Peer& p, const Record& r, const char* payload) {
   switch (r.type) {
-    case RecordType::kEager: return on_eager(p, r);
+    case RecordType::kEager: return on_eager(p, r, payload);
     case RecordType::kRts: return on_rts(p, r);
     case RecordType::kCts: return on_cts(p, r);
     case RecordType::kFin: return on_fin(p, r);
-    case RecordType::kData: return on_data(p, r);
+    case RecordType::kData: return on_data(p, r, payload);
     case RecordType::kSendAborted: return on_send_aborted(p, r);
-    case RecordType::kWrite: return on_write(p, r);
+    case RecordType::kWrite: return on_write(p, r, payload);
     case RecordType::kWriteImm: return on_write_imm(p, r);
     case RecordType::kReadReq: return on_read_request(p, r);
     case RecordType::kAtomic: return on_atomic(p, r);
     case RecordType::kWriteAck:
     case RecordType::kReadResp:
-    case RecordType::kAtomicResp: return on_reply(p, r);
+    case RecordType::kAtomicResp: return on_reply(p, r, payload);
     case RecordType::kPad: break;  // skipped by the reader
   }
 }

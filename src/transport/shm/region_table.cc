@@ -16,20 +16,24 @@ uint64_t make_state(uint64_t generation, uint64_t status) { return generation <<
 
 }  // namespace
 
-RegionPublisher::RegionPublisher(SegmentView own, int rank,
+RegionPublisher::RegionPublisher(SegmentView own, int rank, std::vector<int> peer_ranks,
                                  std::function<bool(uint32_t)> peer_gone,
                                  std::chrono::milliseconds drain_timeout)
-    : own_(own), rank_(rank), peer_gone_(std::move(peer_gone)), drain_timeout_(drain_timeout) {}
+    : own_(own),
+      rank_(rank),
+      peer_ranks_(std::move(peer_ranks)),
+      peer_gone_(std::move(peer_gone)),
+      drain_timeout_(drain_timeout) {}
 
 void RegionPublisher::on_add(const RegionRef& region) {
-  const uint64_t slots = own_.header().table_slots;
+  const uint64_t slots = own_.geometry().table_slots;
   std::lock_guard lock(mu_);
   if (closed_ || slots == 0 || slots_.count(region->key())) return;
   for (uint64_t i = 0; i < slots; ++i) {
     const uint64_t s = (region->key() + i) % slots;
     RegionSlot& slot = own_.slot(s);
     const uint64_t state = slot.state.load(std::memory_order_relaxed);
-    if (status_of(state) == kSlotPublished) continue;
+    if (status_of(state) == kSlotPublished || draining_slots_.count(s)) continue;
     // Only we write a slot; peers that read it now see a state that is not (yet) published
     // with the new generation, and back out.
     slot.key.store(region->key(), std::memory_order_relaxed);
@@ -48,38 +52,58 @@ void RegionPublisher::on_add(const RegionRef& region) {
   logged_full_ = true;
 }
 
-void RegionPublisher::on_remove(const RegionRef& region) {
+std::string RegionPublisher::on_remove(const RegionRef& region) {
   std::lock_guard lock(mu_);
-  auto it = slots_.find(region->key());
-  if (it == slots_.end()) return;
-  retire(it->second);
-  slots_.erase(it);
+  uint64_t slot;
+  if (auto it = slots_.find(region->key()); it != slots_.end()) {
+    slot = it->second;
+    slots_.erase(it);
+  } else if (auto again = draining_.find(region->key()); again != draining_.end()) {
+    slot = again->second;
+    draining_.erase(again);
+    draining_slots_.erase(slot);
+  } else {
+    return {};  // never published (the table was full)
+  }
+  std::string held = retire(slot);
+  if (!held.empty()) {
+    draining_.emplace(region->key(), slot);
+    draining_slots_.insert(slot);
+  }
+  return held;
 }
 
 void RegionPublisher::retire_all() {
   std::lock_guard lock(mu_);
   closed_ = true;
-  for (const auto& [key, slot] : slots_) retire(slot);
-  slots_.clear();
+  for (auto* table : {&slots_, &draining_}) {
+    for (const auto& [key, slot] : *table) {
+      // At shutdown nobody can be told to keep the memory: wait for as long as it is used.
+      for (std::string held = retire(slot); !held.empty(); held = retire(slot))
+        log(LogLevel::kError, "rank ", rank_, ": shutting down: key ", format_key(key), ": ",
+            held, "; waiting on");
+    }
+    table->clear();
+  }
+  draining_slots_.clear();
 }
 
-void RegionPublisher::retire(uint64_t s) {
+std::string RegionPublisher::retire(uint64_t s) {
   RegionSlot& slot = own_.slot(s);
   const uint64_t state = slot.state.load(std::memory_order_relaxed);
-  slot.state.store(make_state(generation_of(state), kSlotRetired), std::memory_order_seq_cst);
-  const uint32_t peers = own_.header().peer_count;
+  if (status_of(state) != kSlotRetired)
+    slot.state.store(make_state(generation_of(state), kSlotRetired), std::memory_order_seq_cst);
+  const uint32_t peers = own_.geometry().peer_count;
   const Deadline deadline = Deadline::after(drain_timeout_);
   for (unsigned round = 0;; ++round) {
-    bool drained = true;
-    for (uint32_t p = 0; p < peers && drained; ++p)
-      drained = own_.pins(s, p).load(std::memory_order_seq_cst) == 0 || peer_gone_(p);
-    if (drained) return;
-    if (deadline.expired()) {
-      log(LogLevel::kError, "rank ", rank_, ": deregistering key ", format_key(slot.key.load()),
-          ": a peer still accesses it after ", drain_timeout_.count(),
-          " ms (stopped or stuck?); giving up the wait");
-      return;
-    }
+    std::string holders;
+    for (uint32_t p = 0; p < peers; ++p)
+      if (own_.pins(s, p).load(std::memory_order_seq_cst) != 0 && !peer_gone_(p))
+        holders += (holders.empty() ? "rank " : ", rank ") + std::to_string(peer_ranks_[p]);
+    if (holders.empty()) return {};
+    if (deadline.expired())
+      return holders + " still accesses the region after " +
+             std::to_string(drain_timeout_.count()) + " ms (stopped or stuck?)";
     // A pin lasts one chunk's copy (well under a millisecond); then back off.
     if (round < 64)
       sched_yield();
@@ -89,7 +113,7 @@ void RegionPublisher::retire(uint64_t s) {
 }
 
 bool RemoteRegions::pin(uint64_t key, PinnedRegion* out) const {
-  const uint64_t slots = peer_.header().table_slots;
+  const uint64_t slots = peer_.geometry().table_slots;
   for (uint64_t i = 0; i < slots; ++i) {
     const uint64_t s = (key + i) % slots;
     RegionSlot& slot = peer_.slot(s);

@@ -22,7 +22,10 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "transport/memory_registry.h"
 #include "transport/shm/layout.h"
@@ -32,28 +35,34 @@ namespace plait::transport::shm {
 // The owner's side: publishes the regions of a MemoryRegistry (as its listener).
 class RegionPublisher final : public RegistryListener {
  public:
-  // `peer_gone(i)`: whether peer index i has died (its pins no longer count). Removal waits
-  // at most `drain_timeout` for live peers (then logs an error and returns: a peer that holds
-  // a pin that long is stopped or broken, and the owner cannot wait forever).
-  RegionPublisher(SegmentView own, int rank, std::function<bool(uint32_t)> peer_gone,
-                  std::chrono::milliseconds drain_timeout);
+  // `peer_ranks[i]`: the rank of peer index i, for messages. `peer_gone(i)`: whether peer
+  // index i's process has exited (its pins no longer count). Removal waits at most
+  // `drain_timeout` for live peers' pins, then reports the holders (on_remove): a peer that
+  // holds a pin that long is stopped or broken, and the memory must not be freed under it.
+  RegionPublisher(SegmentView own, int rank, std::vector<int> peer_ranks,
+                  std::function<bool(uint32_t)> peer_gone, std::chrono::milliseconds drain_timeout);
 
   void on_add(const RegionRef& region) override;
-  void on_remove(const RegionRef& region) override;
+  std::string on_remove(const RegionRef& region) override;
   // Retires every slot and publishes nothing more (at shutdown): peers fall back to asking
   // us, and get refused. Before the listener is removed, so no region is left published
-  // that a later deregistration would not retire.
+  // that a later deregistration would not retire. Waits for pins as on_remove does, for as
+  // long as a live peer holds one (with an error log each time the bound passes).
   void retire_all();
 
  private:
-  void retire(uint64_t slot);
+  // Retires the slot and waits for its pins; empty once drained, else who holds them.
+  std::string retire(uint64_t slot);
 
   SegmentView own_;
   const int rank_;
+  const std::vector<int> peer_ranks_;
   std::function<bool(uint32_t)> peer_gone_;
   const std::chrono::milliseconds drain_timeout_;
   std::mutex mu_;
-  std::unordered_map<uint64_t, uint64_t> slots_;  // key -> slot; guarded by mu_
+  std::unordered_map<uint64_t, uint64_t> slots_;     // key -> slot; guarded by mu_
+  std::unordered_map<uint64_t, uint64_t> draining_;  // retired, pins still held; guarded by mu_
+  std::unordered_set<uint64_t> draining_slots_;      // their slots: not reused until drained
   bool logged_full_ = false;
   bool closed_ = false;  // guarded by mu_
 };

@@ -122,30 +122,36 @@ class RingReader {
 
   enum class Peek { kEmpty, kRecord, kCorrupt };
   // The next record; skips padding. kCorrupt: the producer wrote something no record is.
-  Peek peek(const Record** out) {
+  // The header is copied into *header before it is checked, and only the copy is used from
+  // then on: the producer can rewrite the ring at any time, so a length read twice could
+  // pass the check and then steer a copy. *payload points into the ring, at header->payload
+  // bytes that lie inside it.
+  Peek peek(Record* header, const char** payload) {
     for (;;) {
       if (avail_ == 0) {
         avail_ = control_->tail.load(std::memory_order_acquire) - head_;
         if (avail_ == 0) return Peek::kEmpty;
         if (avail_ > capacity_ || avail_ % kRecordAlign != 0) return Peek::kCorrupt;
       }
-      const auto* r = reinterpret_cast<const Record*>(data_ + head_ % capacity_);
-      const uint64_t bytes = r->bytes;
-      if (bytes < kRecordAlign || bytes % kRecordAlign != 0 || bytes > avail_ ||
-          bytes > capacity_ - head_ % capacity_ || r->type > RecordType::kLast ||
-          (r->type != RecordType::kPad && record_bytes(r->payload) != bytes))
+      const char* at = data_ + head_ % capacity_;
+      std::memcpy(header, at, sizeof(Record));
+      const Record& r = *header;
+      if (r.bytes < kRecordAlign || r.bytes % kRecordAlign != 0 || r.bytes > avail_ ||
+          r.bytes > capacity_ - head_ % capacity_ || r.type > RecordType::kLast ||
+          (r.type != RecordType::kPad && record_bytes(r.payload) != r.bytes))
         return Peek::kCorrupt;
-      if (r->type == RecordType::kPad) {
-        advance(bytes);
+      if (r.type == RecordType::kPad) {
+        advance(r.bytes);
         continue;
       }
-      *out = r;
+      *payload = at + sizeof(Record);
       return Peek::kRecord;
     }
   }
 
-  // Done with the record from peek(): its space goes back to the producer at release().
-  void consume(const Record& r) { advance(r.bytes); }
+  // Done with the record from peek() (its checked header): its space goes back to the
+  // producer at release().
+  void consume(const Record& header) { advance(header.bytes); }
 
   // Hands consumed space back; true if the producer waits for it (then ring its doorbell).
   bool release() {

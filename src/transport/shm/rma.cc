@@ -219,7 +219,7 @@ void ShmFabric::start_fallback_write(Peer& p, const OpRef& op, const RemoteKey& 
 void ShmFabric::start_fallback_read(Peer& p, const OpRef& op, const RemoteKey& rk,
                                     uint64_t offset) {
   // The responses come through our inbox from this peer: pieces that fit it.
-  const size_t chunk = own_header().ring_capacity / 4 - sizeof(Record);
+  const size_t chunk = own_view_.geometry().ring_capacity / 4 - sizeof(Record);
   const size_t n = pieces(op->length, chunk);
   op->parts_left.store(n);  // one response per piece
   for (size_t i = 0; i < n; ++i) {
@@ -281,11 +281,11 @@ void ShmFabric::reply(Peer& p, Record r, const std::string& why) {
   send_record(p, r, std::move(payload));
 }
 
-void ShmFabric::on_write(Peer& p, const Record& r) {
+void ShmFabric::on_write(Peer& p, const Record& r, const char* payload) {
   std::string why;
   if (RegionRef region = registry_->check(r.tag, r.word, r.payload, AccessKind::kWrite, &why)) {
     if (auto pin = region->pin()) {
-      if (r.payload > 0) std::memcpy(region->base() + r.word, &r + 1, r.payload);
+      if (r.payload > 0) std::memcpy(region->base() + r.word, payload, r.payload);
     } else {
       why = "key " + format_key(r.tag) + " was deregistered while the write was landing";
     }
@@ -376,7 +376,7 @@ void ShmFabric::on_atomic(Peer& p, const Record& r) {
 
 // --- initiator side: replies (drainer) ---
 
-void ShmFabric::on_reply(Peer& p, const Record& r) {
+void ShmFabric::on_reply(Peer& p, const Record& r, const char* payload) {
   OpRef op = ops_.find(r.id);
   if (!op || op->done()) return;  // cancelled or failed meanwhile
   bool type_ok = false;
@@ -387,7 +387,6 @@ void ShmFabric::on_reply(Peer& p, const Record& r) {
   }
   if (!type_ok || op->peer.load() != p.rank)
     throw remote_error("reply for op " + std::to_string(r.id) + " of another kind or peer");
-  const char* payload = reinterpret_cast<const char*>(&r + 1);
   if (r.flags & kFlagDenied) {
     if (!op->first_error)
       op->first_error = std::make_shared<const Error>(

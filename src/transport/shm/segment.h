@@ -39,7 +39,6 @@ class Segment {
   char* base() const { return base_; }
   size_t bytes() const { return bytes_; }
   const std::string& name() const { return name_; }
-  SegmentView view() const { return SegmentView(base_); }
 
   // Removes the name (the memory stays until the last mapping goes). Idempotent.
   void unlink();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -56,7 +57,7 @@ void wait_a_little(Store& store, const std::string& key, const Deadline& deadlin
 
 void init_header(const Segment& own, const FabricOptions& o, const Geometry& g,
                  const std::vector<int>& peer_ranks, const uint64_t* probe_word) {
-  SegmentView v = own.view();
+  SegmentView v(own.base(), g);
   SegmentHeader& h = v.header();
   // The pid first: it is what tells a stale segment (dead creator) from one being set up.
   __atomic_store_n(&h.pid, static_cast<int32_t>(::getpid()), __ATOMIC_RELEASE);
@@ -81,41 +82,72 @@ void init_header(const Segment& own, const FabricOptions& o, const Geometry& g,
   h.magic.store(kSegmentMagic, std::memory_order_release);
 }
 
-// Checks that a peer's segment is one of this job's, set up for us; returns our index in
-// its peer list.
-uint32_t verify_peer(const Segment& seg, const FabricOptions& o, int peer) {
+// The most a peer's geometry may claim before it is checked against the mapping (bounds that
+// keep make_geometry's arithmetic far from overflow).
+constexpr uint64_t kMaxRingCapacity = uint64_t{1} << 30;
+constexpr uint64_t kMaxTableSlots = uint64_t{1} << 20;
+
+// Checks that a peer's segment is one of this job's, set up for us. Every header field is
+// read once into private memory and checked there: the peer can change the header at any
+// time, so nothing is read from it twice. Fills the link's geometry and our index.
+void verify_peer(PeerLink& p, const FabricOptions& o, int peer) {
+  const Segment& seg = p.segment;
   const std::string who = "rank " + std::to_string(peer) + "'s shm segment " + seg.name();
-  const SegmentHeader& h = seg.view().header();
-  if (h.magic.load(std::memory_order_acquire) != kSegmentMagic || h.version != kLayoutVersion)
+  const SegmentHeader& h = *reinterpret_cast<const SegmentHeader*>(seg.base());
+  if (h.magic.load(std::memory_order_acquire) != kSegmentMagic ||
+      __atomic_load_n(&h.version, __ATOMIC_RELAXED) != kLayoutVersion)
     throw invalid_usage(who + " is not a plait shm segment of this version");
-  auto tag = segment_tag(o.job_token, o.name, peer, seg.name());
-  if (std::memcmp(h.tag, tag.data(), tag.size()) != 0)
+  std::array<uint8_t, kTagBytes> their_tag;
+  std::memcpy(their_tag.data(), h.tag, kTagBytes);
+  if (their_tag != segment_tag(o.job_token, o.name, peer, seg.name()))
     throw invalid_usage("job token mismatch: " + who +
                         " was created with another job token (or for another fabric)");
-  if (h.rank != peer || h.size != o.size)
-    throw invalid_usage(who + " is rank " + std::to_string(h.rank) + " of " +
-                        std::to_string(h.size) + ", expected rank " + std::to_string(peer) +
-                        " of " + std::to_string(o.size));
-  Geometry g = make_geometry(h.peer_count, h.ring_capacity, h.table_slots);
-  if (h.total_bytes != g.total_bytes || g.total_bytes > seg.bytes() ||
-      h.peers_offset != g.peers_offset || h.cma_offset != g.cma_offset ||
-      h.rings_offset != g.rings_offset || h.ring_stride != g.ring_stride ||
-      h.table_offset != g.table_offset || h.slot_stride != g.slot_stride ||
-      h.ring_capacity < 4096 || (h.ring_capacity & (h.ring_capacity - 1)) != 0)
+  auto once = [](const auto& field) { return __atomic_load_n(&field, __ATOMIC_RELAXED); };
+  const int32_t rank = once(h.rank), size = once(h.size);
+  if (rank != peer || size != o.size)
+    throw invalid_usage(who + " is rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                        ", expected rank " + std::to_string(peer) + " of " +
+                        std::to_string(o.size));
+  Geometry claimed;
+  claimed.peer_count = once(h.peer_count);
+  claimed.ring_capacity = once(h.ring_capacity);
+  claimed.table_slots = once(h.table_slots);
+  claimed.total_bytes = once(h.total_bytes);
+  claimed.peers_offset = once(h.peers_offset);
+  claimed.cma_offset = once(h.cma_offset);
+  claimed.rings_offset = once(h.rings_offset);
+  claimed.ring_stride = once(h.ring_stride);
+  claimed.table_offset = once(h.table_offset);
+  claimed.slot_stride = once(h.slot_stride);
+  const bool sane = claimed.peer_count < static_cast<uint32_t>(o.size) &&
+                    claimed.ring_capacity >= 4096 && claimed.ring_capacity <= kMaxRingCapacity &&
+                    (claimed.ring_capacity & (claimed.ring_capacity - 1)) == 0 &&
+                    claimed.table_slots <= kMaxTableSlots;
+  const Geometry g = sane ? make_geometry(claimed.peer_count, claimed.ring_capacity,
+                                          claimed.table_slots)
+                          : Geometry{};
+  if (!sane || claimed.total_bytes != g.total_bytes || g.total_bytes > seg.bytes() ||
+      claimed.peers_offset != g.peers_offset || claimed.cma_offset != g.cma_offset ||
+      claimed.rings_offset != g.rings_offset || claimed.ring_stride != g.ring_stride ||
+      claimed.table_offset != g.table_offset || claimed.slot_stride != g.slot_stride)
     throw remote_error(who + " has an inconsistent layout");
-  const int32_t* ranks = seg.view().peer_ranks();
-  for (uint32_t i = 0; i < h.peer_count; ++i)
-    if (ranks[i] == o.rank) return i;
+  p.geometry = g;
+  const SegmentView view = p.view();
+  for (uint32_t i = 0; i < g.peer_count; ++i) {
+    if (__atomic_load_n(&view.peer_ranks()[i], __ATOMIC_RELAXED) == o.rank) {
+      p.my_index = i;
+      return;
+    }
+  }
   throw invalid_usage(who + " does not list rank " + std::to_string(o.rank) +
                       " as a shm peer: the ranks disagree on who shares this host");
 }
 
 // Whether the peer serves exactly our group: its peers plus itself are our peers plus us.
 bool same_group(const PeerLink& p, int rank, const std::vector<int>& peer_ranks) {
-  const SegmentHeader& h = p.segment.view().header();
-  if (h.peer_count != peer_ranks.size()) return false;
-  std::vector<int> ours(peer_ranks), theirs(p.segment.view().peer_ranks(),
-                                            p.segment.view().peer_ranks() + h.peer_count);
+  if (p.geometry.peer_count != peer_ranks.size()) return false;
+  const int32_t* listed = p.view().peer_ranks();
+  std::vector<int> ours(peer_ranks), theirs(listed, listed + p.geometry.peer_count);
   ours.push_back(rank);
   theirs.push_back(p.rank);
   std::sort(ours.begin(), ours.end());
@@ -126,8 +158,8 @@ bool same_group(const PeerLink& p, int rank, const std::vector<int>& peer_ranks)
 // The pair's CMA decision, from both sides' probe results.
 bool decide_cma(const FabricOptions& o, const Attachment& a, size_t i, int our_error) {
   const PeerLink& p = a.peers[i];
-  const uint32_t ours = a.own.view().cma_state(static_cast<uint32_t>(i)).load();
-  const uint32_t theirs = p.segment.view().cma_state(p.my_index).load();
+  const uint32_t ours = a.own_view().cma_state(static_cast<uint32_t>(i)).load();
+  const uint32_t theirs = p.view().cma_state(p.my_index).load();
   const bool works = ours == kCmaWorks && theirs == kCmaWorks;
   if (works || o.config.shm_cma != "on") {
     if (!works && ours != kCmaDisabled)
@@ -163,12 +195,14 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
   const ErrorContext ctx{.rank = o.rank, .op = "shm fabric '" + o.name + "' setup"};
   const Deadline deadline = Deadline::after(o.config.connect_timeout);
   sweep_stale_segments();
-  allow_cma_from_any_process();
+  // Peers probe us before the barrier: the permission must be there by then.
+  Attachment a;
+  if (o.config.shm_cma != "off") a.cma_permission = allow_cma_from_any_process();
 
   // Stays alive (and unchanged) until every peer is past the barrier, i.e. done probing.
   const uint64_t probe_word = random_u64() | 1;
-  Attachment a;
   a.own = Segment::create(segment_name(o.job_token, o.name, o.rank), geometry.total_bytes);
+  a.own_geometry = geometry;
   a.peers.resize(peer_ranks.size());
   try {
     init_header(a.own, o, geometry, peer_ranks, &probe_word);
@@ -195,8 +229,8 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
           if (!p.segment.base())
             throw remote_error("rank " + std::to_string(peer) + "'s shm segment " + name +
                                " is gone: its setup failed or it exited (see its error)");
-          p.my_index = verify_peer(p.segment, o, peer);
-          p.pid = p.segment.view().header().pid;
+          verify_peer(p, o, peer);
+          p.pid = __atomic_load_n(&p.view().header().pid, __ATOMIC_RELAXED);
           // Without pidfd_open (old kernels, valgrind) liveness falls back to kill(pid, 0).
           p.pidfd = net::Fd(pidfd_open(p.pid));
           if (peer_exited(p))
@@ -227,11 +261,12 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
       PeerLink& p = a.peers[i];
       uint32_t state = kCmaDisabled;
       if (o.config.shm_cma != "off") {
-        const SegmentHeader& h = p.segment.view().header();
+        // The peer's own words: at worst a wrong value makes its probe fail.
+        const SegmentHeader& h = p.view().header();
         probe_errors[i] = cma_probe(p.pid, h.probe_addr, h.probe_value);
         state = probe_errors[i] == 0 ? kCmaWorks : kCmaFails;
       }
-      a.own.view().cma_state(static_cast<uint32_t>(i)).store(state, std::memory_order_release);
+      a.own_view().cma_state(static_cast<uint32_t>(i)).store(state, std::memory_order_release);
     }
 
     // The barrier: a peer says "ready" once it has mapped every segment it needs (ours too)
@@ -270,8 +305,10 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
     for (const PeerLink& p : a.peers)
       if (same_group(p, o.rank, peer_ranks)) ::shm_unlink(p.segment.name().c_str());
 
+    bool any_cma = false;
     for (size_t i = 0; i < a.peers.size(); ++i)
-      a.peers[i].cma = decide_cma(o, a, i, probe_errors[i]);
+      any_cma |= a.peers[i].cma = decide_cma(o, a, i, probe_errors[i]);
+    if (!any_cma) a.cma_permission.reset();
   } catch (const Error& e) {
     a.own.unlink();
     // A peer that died during setup cannot remove its segment; we know its name.

@@ -17,6 +17,7 @@
 
 #include "core/socket.h"
 #include "transport/fabric.h"
+#include "transport/shm/cma.h"
 #include "transport/shm/segment.h"
 
 namespace plait::transport::shm {
@@ -25,14 +26,19 @@ struct PeerLink {
   int rank = -1;
   pid_t pid = 0;
   Segment segment;        // the peer's segment: our inbox ring there, its table and header
+  Geometry geometry;      // its layout, as verified at setup (the header's may change since)
   uint32_t my_index = 0;  // our index in the peer's peer list (our ring and pins there)
   net::Fd pidfd;          // readable once the peer process has exited
   bool cma = false;       // cross-memory attach works both ways between us
+  SegmentView view() const { return SegmentView(segment.base(), geometry); }
 };
 
 struct Attachment {
   Segment own;
+  Geometry own_geometry;
+  CmaPermission cma_permission;  // held while some pair uses cross-memory attach
   std::vector<PeerLink> peers;  // in the order of `peer_ranks` (our rings and pins)
+  SegmentView own_view() const { return SegmentView(own.base(), own_geometry); }
 };
 
 // Whether the peer's process has exited (its pidfd is readable); one poll(2).

@@ -87,28 +87,32 @@ ShmFabric::ShmFabric(const FabricOptions& options, std::vector<int> peer_ranks,
       cost_model_(cost_model),
       eager_threshold_(cost_model.eager_threshold),
       registry_(options.registry ? options.registry : std::make_shared<MemoryRegistry>()),
+      own_view_(attachment.own_view()),
       own_(std::move(attachment.own)),
-      own_view_(own_.view()) {
+      cma_permission_(std::move(attachment.cma_permission)) {
+  matcher_.set_limits({.bytes = options.config.max_unexpected_bytes,
+                       .messages = options.config.max_unexpected_messages});
   index_of_.assign(size_, -1);
   for (size_t i = 0; i < peer_ranks.size(); ++i) {
     auto p = std::make_unique<Peer>();
     p->rank = peer_ranks[i];
     p->index = static_cast<uint32_t>(i);
     p->link = std::move(attachment.peers[i]);
-    p->view = p->link.segment.view();
+    p->view = p->link.view();
     const uint32_t me = p->link.my_index;
     p->outbox.init(RingWriter(p->view.ring_control(me), p->view.ring_data(me),
-                              p->view.header().ring_capacity),
+                              p->view.geometry().ring_capacity),
                    &p->view.header(), [this](const OpRef& op) { succeed(*op); });
     p->inbox = RingReader(own_view_.ring_control(p->index), own_view_.ring_data(p->index),
-                          own_header().ring_capacity);
+                          own_view_.geometry().ring_capacity);
     p->regions = RemoteRegions(p->view, me);
     index_of_[p->rank] = static_cast<int>(i);
     peers_.push_back(std::move(p));
   }
+  // Only a process that is gone no longer counts: a peer we consider failed may still be
+  // alive and in the middle of a copy into our memory.
   publisher_ = std::make_unique<RegionPublisher>(
-      own_view_, rank_,
-      [this](uint32_t i) { return peers_[i]->failed.load() || peer_exited(peers_[i]->link); },
+      own_view_, rank_, peer_ranks, [this](uint32_t i) { return peer_exited(peers_[i]->link); },
       std::min<std::chrono::milliseconds>(config_.timeout, std::chrono::seconds(30)));
   registry_->add_listener(publisher_.get());
   progress_ = std::thread([this] { progress_loop(); });
@@ -160,7 +164,11 @@ void ShmFabric::cancel(CompletionQueue* cq) {
   { std::unique_lock reports(report_guard_); }  // reports racing with us have landed
   // Waits out the provider's write into user memory in flight, if any (one record's copy or
   // one CMA chunk); every later one sees the ops finished.
-  std::unique_lock barrier(user_memory_guard_);
+  { std::unique_lock barrier(user_memory_guard_); }
+  // Likewise for reads of user memory: an outbox that checked a send before we finished it
+  // may be copying from its buffer into the ring (one record); every later copy sees it
+  // finished. (Reads by CMA are the peer's, of our memory: see the notes in two_sided.cc.)
+  for (auto& p : peers_) p->outbox.fence();
 }
 
 // --- inline progress ---

@@ -152,11 +152,13 @@ class ShmFabric final : public Fabric, public InlineProgress {
   Error denial(const Peer& p, const std::string& reason, const ErrorContext& ctx) const;
 
   // --- two-sided (two_sided.cc) ---
-  void on_eager(Peer& p, const Record& r);
+  // Incoming records: `r` is the drainer's private copy of the header (ring.h), `payload`
+  // its r.payload bytes in the ring.
+  void on_eager(Peer& p, const Record& r, const char* payload);
   void on_rts(Peer& p, const Record& r);
   void on_cts(Peer& p, const Record& r);
   void on_fin(Peer& p, const Record& r);
-  void on_data(Peer& p, const Record& r);
+  void on_data(Peer& p, const Record& r, const char* payload);
   void on_send_aborted(Peer& p, const Record& r);
   void accept_rendezvous(const OpRef& recv, Peer& source, const Unexpected& request);
   void deliver_buffered(Op& recv, const Unexpected& message);
@@ -171,11 +173,11 @@ class ShmFabric final : public Fabric, public InlineProgress {
                             std::optional<uint32_t> imm);
   void start_fallback_read(Peer& p, const OpRef& op, const RemoteKey& rk, uint64_t offset);
   bool step_rma(Transfer& t);
-  void on_write(Peer& p, const Record& r);
+  void on_write(Peer& p, const Record& r, const char* payload);
   void on_write_imm(Peer& p, const Record& r);
   void on_read_request(Peer& p, const Record& r);
   void on_atomic(Peer& p, const Record& r);
-  void on_reply(Peer& p, const Record& r);
+  void on_reply(Peer& p, const Record& r, const char* payload);
   void deliver_imm(int peer, uint64_t key, uint64_t offset, uint64_t bytes, uint32_t imm);
   void reply(Peer& p, Record r, const std::string& denial);
   // A CMA copy failed: the peer died (ESRCH), or the memory was not there.
@@ -184,7 +186,7 @@ class ShmFabric final : public Fabric, public InlineProgress {
   // --- progress (progress.cc) ---
   bool pass();
   bool drain(Peer& p);
-  void dispatch(Peer& p, const Record& r);
+  void dispatch(Peer& p, const Record& r, const char* payload);
   bool step_transfers();
   void queue_transfer(Transfer t);
   void check_peers(bool pidfds);
@@ -210,8 +212,9 @@ class ShmFabric final : public Fabric, public InlineProgress {
   size_t eager_threshold_;
 
   std::shared_ptr<MemoryRegistry> registry_;
+  SegmentView own_view_;  // before own_: made from the attachment before it is moved
   Segment own_;
-  SegmentView own_view_;
+  CmaPermission cma_permission_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by index in our peer list
   std::vector<int> index_of_;                 // by rank: index in peers_, or -1
   std::unique_ptr<RegionPublisher> publisher_;

@@ -11,6 +11,12 @@
 //                             its op id and the sender streams kData pieces through the ring,
 //                             pipelined: the receiver copies each piece out while the sender
 //                             writes the next.
+//
+// Cancelling a send: cancel() fences our own copies out of the send buffer (outbox.fence()).
+// A CMA pull is the receiver's read of our memory, which we cannot fence: a receiver still
+// pulling when our caller frees the buffer gets EFAULT (its recv fails), or, if the memory
+// is reused at once, bytes that are not the message. The receiver's communicator learns of
+// our abort from its notice; a per-send "withdrawn" record would narrow the window further.
 #include <cstring>
 
 #include "transport/op_report.h"
@@ -199,8 +205,7 @@ bool ShmFabric::step_pull(Transfer& t) {
 
 // --- incoming (drainer) ---
 
-void ShmFabric::on_eager(Peer& p, const Record& r) {
-  const char* payload = reinterpret_cast<const char*>(&r + 1);
+void ShmFabric::on_eager(Peer& p, const Record& r, const char* payload) {
   // Held across matching and copying: a cancel() that misses this recv in the matcher waits
   // until the copy is done, so nothing is written after it returns.
   std::shared_lock lock(user_memory_guard_);
@@ -209,6 +214,7 @@ void ShmFabric::on_eager(Peer& p, const Record& r) {
         e.data.assign(payload, payload + r.payload);
         e.complete = true;
       });
+  if (a.over_limit) throw remote_error(unexpected_limit_error(p.rank, r.payload, a.usage, matcher_.limits()));
   if (!a.recv) return;
   Op& recv = *a.recv;
   if (truncated(recv, r.payload) || recv.done()) return;
@@ -223,6 +229,7 @@ void ShmFabric::on_rts(Peer& p, const Record& r) {
     e.sender_addr = r.arg1;
     e.cma = (r.flags & kFlagCma) != 0;
   });
+  if (a.over_limit) throw remote_error(unexpected_limit_error(p.rank, r.arg0, a.usage, matcher_.limits()));
   if (!a.recv) return;
   Unexpected request;
   request.length = r.arg0;
@@ -264,7 +271,7 @@ void ShmFabric::on_fin(Peer& p, const Record& r) {
     succeed(*op);
 }
 
-void ShmFabric::on_data(Peer& p, const Record& r) {
+void ShmFabric::on_data(Peer& p, const Record& r, const char* payload) {
   OpRef op = ops_.find(r.id);
   if (!op || op->done()) return;  // cancelled or failed: the piece is dropped
   const uint64_t length = op->message_length.load();
@@ -276,7 +283,7 @@ void ShmFabric::on_data(Peer& p, const Record& r) {
   {
     std::shared_lock lock(user_memory_guard_);
     if (op->done()) return;
-    if (r.payload > 0) std::memcpy(op->local + r.word, &r + 1, r.payload);
+    if (r.payload > 0) std::memcpy(op->local + r.word, payload, r.payload);
   }
   op->received += r.payload;
   if (op->received == length) succeed(*op);

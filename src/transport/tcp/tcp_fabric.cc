@@ -53,6 +53,8 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
       stripe_bytes_(std::max<size_t>(options.config.tcp_stripe_bytes, 4096)),
       streams_(options.config.tcp_streams),
       registry_(options.registry ? options.registry : std::make_shared<MemoryRegistry>()) {
+  matcher_.set_limits({.bytes = options.config.max_unexpected_bytes,
+                       .messages = options.config.max_unexpected_messages});
   peers_.resize(size_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || !mesh.member(p)) continue;

@@ -139,6 +139,9 @@ void TcpFabric::accept_rendezvous(const OpRef& recv, int source, uint64_t sender
 
 Incoming TcpFabric::on_eager(Stream& s, const WireHeader& h) {
   Matcher::Arrival a = matcher_.arrive(s.peer(), h.tag, h.word, h.length, false, 0);
+  // Before anything is allocated for it: the length is the peer's word.
+  if (a.over_limit)
+    protocol_error(s, unexpected_limit_error(s.peer(), h.length, a.usage, matcher_.limits()));
   Incoming in;
   if (a.recv) {
     in.op = a.recv;
@@ -165,6 +168,8 @@ void TcpFabric::on_eager_payload(Stream&, const WireHeader&, Incoming& in) {
 
 void TcpFabric::on_rts(Stream& s, const WireHeader& h) {
   Matcher::Arrival a = matcher_.arrive(s.peer(), h.tag, h.word, h.arg0, true, h.id);
+  if (a.over_limit)
+    protocol_error(s, unexpected_limit_error(s.peer(), h.arg0, a.usage, matcher_.limits()));
   if (a.recv) accept_rendezvous(a.recv, s.peer(), h.id);
 }
 
