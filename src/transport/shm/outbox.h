@@ -18,7 +18,7 @@
 
 #include "transport/memory_registry.h"
 #include "transport/shm/layout.h"
-#include "transport/shm/op.h"
+#include "transport/pending_op.h"
 #include "transport/shm/ring.h"
 
 namespace plait::transport::shm {

@@ -177,37 +177,15 @@ void ShmFabric::check_peers(bool pidfds) {
 }
 
 void ShmFabric::fail_peer(Peer& p, const std::string& why, bool orderly) {
-  {
-    std::lock_guard lock(p.mu);
-    if (p.failed.load()) return;
-    p.failure = why;
-    p.failed.store(true);
-  }
-  if (orderly)
-    log(LogLevel::kInfo, "rank ", rank_, ": shm fabric '", name_, "': ", why);
-  else
-    log(LogLevel::kWarn, "rank ", rank_, ": shm fabric '", name_, "': ", why);
+  if (!mark_failed(p.rank, why, orderly)) return;
   p.outbox.clear();
   p.denied_imm_writes.clear();
   matcher_.drop_incomplete_from(p.rank);
-
-  // A receive from any source fails with the first peer that dies (it may be the one it
-  // waits for), but not when a peer leaves in order, unless no peer is left at all.
-  bool everyone_gone = true;
-  for (const auto& q : peers_)
-    if (!q->failed.load()) everyone_gone = false;
-  const bool any_source_too = !orderly || everyone_gone;
-  auto involved = [&](const Op& op) {
-    int q = op.peer.load();
-    // A sibling copy (composite fabric) must not fail because this provider's peers left
-    // in order: the other provider's peers may still send.
-    return q == p.rank ||
-           (q == kAnySource && (!orderly || (any_source_too && op.sibling == nullptr)));
-  };
+  auto involved = fails_with(p.rank, orderly);
   std::vector<OpRef> ops = ops_.select(involved);
   std::vector<OpRef> posted = matcher_.posted_if(involved);
   ops.insert(ops.end(), posted.begin(), posted.end());
-  for (const OpRef& op : ops) fail_remote(*op, why);
+  fail_all(ops, why);
 }
 
 // --- the progress thread ---

@@ -33,10 +33,6 @@ namespace {
 constexpr size_t kInlineRmaBytes = 256 << 10;
 constexpr size_t kRmaChunk = 1 << 20;
 
-ErrorContext call_context(int rank, int peer, const char* op, size_t bytes) {
-  return {.rank = rank, .peer = peer, .op = op, .bytes = static_cast<int64_t>(bytes)};
-}
-
 size_t pieces(size_t len, size_t chunk) { return len == 0 ? 1 : (len + chunk - 1) / chunk; }
 
 }  // namespace
@@ -58,7 +54,7 @@ void ShmFabric::write(int peer, const void* local, size_t len, const RemoteKey& 
                       uint64_t context) {
   Peer& p = *checked_peer(peer, "write");
   PolicyCompletionQueue* q = checked_cq(cq, "write");
-  const ErrorContext ctx = call_context(rank_, peer, "write", len);
+  const ErrorContext ctx = call_context(peer, "write", len);
   if (!local && len > 0) throw invalid_usage("null buffer", ctx);
   PinnedRegion region;
   if (p.link.cma && !p.failed.load() && p.regions.pin(rk.key, &region)) {
@@ -113,7 +109,7 @@ void ShmFabric::read(int peer, void* local, size_t len, const RemoteKey& rk,
                      uint64_t remote_offset, CompletionQueue* cq, uint64_t context) {
   Peer& p = *checked_peer(peer, "read");
   PolicyCompletionQueue* q = checked_cq(cq, "read");
-  const ErrorContext ctx = call_context(rank_, peer, "read", len);
+  const ErrorContext ctx = call_context(peer, "read", len);
   if (!local && len > 0) throw invalid_usage("null buffer", ctx);
   PinnedRegion region;
   if (p.link.cma && !p.failed.load() && p.regions.pin(rk.key, &region)) {
@@ -252,7 +248,7 @@ void ShmFabric::start_atomic(int peer, uint64_t* result, const RemoteKey& rk, ui
   const char* name = compare_swap ? "compare_swap" : "fetch_add";
   Peer& p = *checked_peer(peer, name);
   PolicyCompletionQueue* q = checked_cq(cq, name);
-  if (!result) throw invalid_usage("null result pointer", call_context(rank_, peer, name, 8));
+  if (!result) throw invalid_usage("null result pointer", call_context(peer, name, 8));
   OpRef op = new_op(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, q, context);
   op->local = reinterpret_cast<char*>(result);
   op->length = sizeof(uint64_t);
@@ -315,7 +311,7 @@ void ShmFabric::deliver_imm(int peer, uint64_t key, uint64_t offset, uint64_t by
         ": no immediate completion queue is set");
     return;
   }
-  if (stopping_.load()) return;
+  if (reporting_stopped()) return;
   Completion c;
   c.op = OpType::kRemoteWriteImm;
   c.peer = peer;

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/log.h"
-#include "transport/op_report.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/shm_provider.h"
 
@@ -79,9 +78,7 @@ CostModel shm_cost_model(const Config& config) {
 
 ShmFabric::ShmFabric(const FabricOptions& options, std::vector<int> peer_ranks,
                      Attachment attachment, const CostModel& cost_model)
-    : rank_(options.rank),
-      size_(options.size),
-      name_(options.name),
+    : OpLifecycle(options.rank, options.size, "shm", options.name),
       config_(options.config),
       capabilities_(shm_capabilities(options.config)),
       cost_model_(cost_model),
@@ -122,7 +119,7 @@ ShmFabric::~ShmFabric() {
   stop_requested_.store(true);
   wake_self(/*force=*/true);
   if (progress_.joinable()) progress_.join();
-  stopping_.store(true);
+  stop_reporting();
   // Our regions stop being reachable by CMA before the memory may go away; pins in flight
   // are waited out.
   publisher_->retire_all();
@@ -155,16 +152,15 @@ bool ShmFabric::peer_failed(int peer) const {
 }
 
 void ShmFabric::cancel(CompletionQueue* cq) {
-  auto mine = [&](const Op& op) { return op.cq == cq; };
-  std::vector<OpRef> ops = ops_.select(mine);
-  std::vector<OpRef> posted = matcher_.posted_if(mine);
+  std::vector<OpRef> ops = ops_of(cq);
+  std::vector<OpRef> posted = matcher_.posted_if([&](const Op& op) { return op.cq == cq; });
   ops.insert(ops.end(), posted.begin(), posted.end());
   for (const OpRef& op : ops) fail(*op, aborted_error("cancelled", context_of(*op)));
   matcher_.purge_finished();
-  { std::unique_lock reports(report_guard_); }  // reports racing with us have landed
+  await_reports();
   // Waits out the provider's write into user memory in flight, if any (one record's copy or
   // one CMA chunk); every later one sees the ops finished.
-  { std::unique_lock barrier(user_memory_guard_); }
+  await_user_memory_access();
   // Likewise for reads of user memory: an outbox that checked a send before we finished it
   // may be copying from its buffer into the ring (one record); every later copy sees it
   // finished. (Reads by CMA are the peer's, of our memory: see the notes in two_sided.cc.)
@@ -187,106 +183,20 @@ void ShmFabric::end_polling() {
 }
 
 
-// --- op lifecycle ---
+// --- peers ---
 
-PolicyCompletionQueue* ShmFabric::checked_cq(CompletionQueue* cq, const char* what) const {
-  if (!cq) throw invalid_usage(std::string(what) + ": null completion queue", {.rank = rank_});
-  auto* q = dynamic_cast<PolicyCompletionQueue*>(cq);
-  if (!q)
-    throw invalid_usage(std::string(what) + ": completion queue was not created by a fabric",
-                        {.rank = rank_});
-  return q;
+PeerHealth* ShmFabric::health_of(int rank) const {
+  if (rank < 0 || rank >= size_ || index_of_[rank] < 0) return nullptr;
+  return peer_of(rank);
 }
 
 ShmFabric::Peer* ShmFabric::checked_peer(int peer, const char* what) const {
-  if (peer < 0 || peer >= size_)
-    throw invalid_usage("peer " + std::to_string(peer) + " is not a rank of this fabric (size " +
-                            std::to_string(size_) + ")",
-                        {.rank = rank_, .op = what});
-  if (peer == rank_)
-    throw invalid_usage("the shm provider does not connect a rank to itself; copy locally",
-                        {.rank = rank_, .peer = peer, .op = what});
-  if (index_of_[peer] < 0)
-    throw invalid_usage("rank " + std::to_string(peer) +
-                            " is not served by this shm provider (not one of its peers)",
-                        {.rank = rank_, .peer = peer, .op = what});
+  check_peer(peer, what);
   return peer_of(peer);
 }
 
 void ShmFabric::check_recv_peer(int peer) const {
   if (peer != kAnySource) checked_peer(peer, "recv");
-}
-
-OpRef ShmFabric::new_op(OpType type, int peer, PolicyCompletionQueue* cq, uint64_t context) {
-  OpRef op = std::allocate_shared<Op>(std::pmr::polymorphic_allocator<Op>(&op_pool_));
-  op->id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  op->type = type;
-  op->cq = cq;
-  op->context = context;
-  op->peer.store(peer, std::memory_order_relaxed);
-  return op;
-}
-
-bool ShmFabric::admit(const OpRef& op) {
-  ops_.add(op);
-  // After add(): either fail_peer's sweep sees this op, or we see the flag it set first.
-  int peer = op->peer.load();
-  if (peer >= 0 && peer_of(peer)->failed.load()) {
-    fail_remote(*op, failure_of(*peer_of(peer)));
-    return false;
-  }
-  return true;
-}
-
-
-// Claim and push under report_guard_ (shared): cancel() takes it exclusively after claiming
-// what it found, so once cancel() returns no completion is still on its way into the queue
-// (whose owner may destroy it right away).
-void ShmFabric::succeed(Op& op) {
-  std::shared_lock guard(report_guard_);
-  if (op.claim()) report(op, nullptr);
-}
-
-void ShmFabric::fail(Op& op, const Error& error) {
-  std::shared_lock guard(report_guard_);
-  if (op.claim()) report(op, std::make_shared<const Error>(error));
-}
-
-void ShmFabric::report(Op& op, std::shared_ptr<const Error> error) {
-  ops_.remove(op);
-  if (stopping_.load(std::memory_order_relaxed)) return;
-  Completion c = completion_of(op);
-  c.error = std::move(error);
-  op.cq->push(std::move(c));
-}
-
-void ShmFabric::complete_now(PolicyCompletionQueue* q, OpType type, int peer, size_t bytes,
-                             uint64_t tag, uint64_t context, std::shared_ptr<const Error> error) {
-  if (stopping_.load(std::memory_order_relaxed)) return;
-  Completion c;
-  c.context = context;
-  c.op = type;
-  c.peer = peer;
-  c.bytes = bytes;
-  c.tag = tag;
-  c.error = std::move(error);
-  q->push(std::move(c));
-}
-
-void ShmFabric::fail_remote(Op& op, const std::string& why) {
-  fail(op, remote_error(why, context_of(op)));
-}
-
-ErrorContext ShmFabric::context_of(const Op& op) const {
-  return {.rank = rank_,
-          .peer = op.peer.load(std::memory_order_relaxed),
-          .op = std::string(to_string(op.type)),
-          .bytes = static_cast<int64_t>(op.length)};
-}
-
-std::string ShmFabric::failure_of(const Peer& p) const {
-  std::lock_guard lock(p.mu);
-  return p.failure;
 }
 
 void ShmFabric::send_record(Peer& p, const Record& r, std::string payload) {

@@ -1,8 +1,8 @@
 // The shm provider's Fabric: ranks on one host, through shared memory. Its implementation is
 // split by responsibility:
 //
-//   shm_fabric.cc   construction and shutdown, the op lifecycle (complete, fail, cancel), the
-//                   cost model, inline progress (the InlineProgress hooks)
+//   shm_fabric.cc   construction and shutdown, cancel, the cost model, inline progress (the
+//                   InlineProgress hooks); the op lifecycle itself is OpLifecycle's
 //   two_sided.cc    tagged send/recv: eager through the ring; rendezvous pulled by the
 //                   receiver with process_vm_readv, or pushed through the ring in pieces
 //   rma.cc          write / read by cross-memory attach into a pinned peer region; the ring
@@ -31,7 +31,7 @@
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
-#include "transport/shm/op.h"
+#include "transport/op_lifecycle.h"
 #include "transport/shm/outbox.h"
 #include "transport/shm/region_table.h"
 #include "transport/shm/setup.h"
@@ -39,23 +39,15 @@
 
 namespace plait::transport::shm {
 
-// A message nobody waited for yet (see TagMatcher).
-struct Unexpected {
-  int source = -1;
-  uint64_t tag = 0;
-  uint64_t header = 0;
-  uint64_t length = 0;
-  bool rendezvous = false;
-  bool complete = false;     // eager payloads are copied in before the entry is visible
-  OpRef claimed_by;          // unused here: entries are complete when they appear
-  uint64_t sender_op = 0;    // rendezvous: the sender's op, named in our CTS / FIN
+// A message nobody waited for yet (see TagMatcher). Eager payloads are copied in before the
+// entry is visible, so entries are complete when they appear.
+struct Unexpected : UnexpectedMessage {
   uint64_t sender_addr = 0;  // rendezvous with CMA: where to pull from
   bool cma = false;
-  std::vector<char> data;    // eager: the payload
 };
 using Matcher = TagMatcher<Op, Unexpected>;
 
-class ShmFabric final : public Fabric, public InlineProgress {
+class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycle {
  public:
   ShmFabric(const FabricOptions& options, std::vector<int> peer_ranks, Attachment attachment,
             const CostModel& cost_model);
@@ -99,7 +91,7 @@ class ShmFabric final : public Fabric, public InlineProgress {
   bool progress() override;
 
  private:
-  struct Peer {
+  struct Peer : PeerHealth {
     int rank = -1;
     uint32_t index = 0;  // in our peer list: our ring and pin counter for it
     PeerLink link;
@@ -107,9 +99,6 @@ class ShmFabric final : public Fabric, public InlineProgress {
     Outbox outbox;          // our ring in its segment
     RingReader inbox;       // its ring in ours; drainer only
     RemoteRegions regions;  // its registration table
-    std::atomic<bool> failed{false};
-    mutable std::mutex mu;
-    std::string failure;  // why it failed, for ops started later; guarded by mu
     std::atomic<bool> ring_broken{false};  // it wrote garbage: its ring is no longer read
     // Drainer only:
     std::unordered_set<uint64_t> denied_imm_writes;  // copy-fallback writes with a refused piece
@@ -130,23 +119,11 @@ class ShmFabric final : public Fabric, public InlineProgress {
     size_t done = 0;
   };
 
-  // --- op lifecycle (shm_fabric.cc) ---
-  PolicyCompletionQueue* checked_cq(CompletionQueue* cq, const char* what) const;
+  // --- peers (shm_fabric.cc; the op lifecycle is OpLifecycle's) ---
+  PeerHealth* health_of(int rank) const override;
   Peer* checked_peer(int peer, const char* what) const;
   void check_recv_peer(int peer) const;
   Peer* peer_of(int rank) const { return peers_[index_of_[rank]].get(); }
-  OpRef new_op(OpType type, int peer, PolicyCompletionQueue* cq, uint64_t context);
-  // Puts the op in the table; false if it already failed because its peer is gone.
-  bool admit(const OpRef& op);
-  void succeed(Op& op);
-  void fail(Op& op, const Error& error);
-  void report(Op& op, std::shared_ptr<const Error> error);
-  void fail_remote(Op& op, const std::string& why);
-  // Completes an operation that never needed an Op (it finished inside the call).
-  void complete_now(PolicyCompletionQueue* q, OpType type, int peer, size_t bytes, uint64_t tag,
-                    uint64_t context, std::shared_ptr<const Error> error = nullptr);
-  ErrorContext context_of(const Op& op) const;
-  std::string failure_of(const Peer& p) const;
   // Writes a control record to the peer now or queues it (never blocks).
   void send_record(Peer& p, const Record& r, std::string payload = {});
   Error denial(const Peer& p, const std::string& reason, const ErrorContext& ctx) const;
@@ -161,8 +138,6 @@ class ShmFabric final : public Fabric, public InlineProgress {
   void on_data(Peer& p, const Record& r, const char* payload);
   void on_send_aborted(Peer& p, const Record& r);
   void accept_rendezvous(const OpRef& recv, Peer& source, const Unexpected& request);
-  void deliver_buffered(Op& recv, const Unexpected& message);
-  bool truncated(Op& recv, uint64_t length);
   bool step_pull(Transfer& t);
 
   // --- one-sided (rma.cc) ---
@@ -199,13 +174,6 @@ class ShmFabric final : public Fabric, public InlineProgress {
 
   SegmentHeader& own_header() const { return own_view_.header(); }
 
-  // First: ops come from this pool and must all be gone before it is (no allocation per
-  // posted receive once it is warm).
-  std::pmr::synchronized_pool_resource op_pool_;
-
-  const int rank_;
-  const int size_;
-  const std::string name_;
   const Config config_;
   Capabilities capabilities_;
   CostModel cost_model_;
@@ -219,13 +187,7 @@ class ShmFabric final : public Fabric, public InlineProgress {
   std::vector<int> index_of_;                 // by rank: index in peers_, or -1
   std::unique_ptr<RegionPublisher> publisher_;
 
-  OpTable ops_;
   Matcher matcher_;
-  std::atomic<uint64_t> next_id_{1};
-  // Shared around every write into a pending op's memory by the provider; cancel() takes it
-  // exclusively once, after marking ops finished, to wait out the writes in flight.
-  std::shared_mutex user_memory_guard_;
-  std::shared_mutex report_guard_;  // see succeed()/fail() and cancel()
   std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
 
   // One drainer at a time: the progress thread or an inline poller (try-lock).
@@ -241,7 +203,6 @@ class ShmFabric final : public Fabric, public InlineProgress {
   std::vector<struct pollfd> pollfds_;  // drainer only
 
   std::atomic<bool> stop_requested_{false};
-  std::atomic<bool> stopping_{false};  // completions are no longer delivered
   std::thread progress_;
 };
 

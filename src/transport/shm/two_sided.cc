@@ -19,7 +19,6 @@
 // our abort from its notice; a per-send "withdrawn" record would narrow the window further.
 #include <cstring>
 
-#include "transport/op_report.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/shm_fabric.h"
 
@@ -113,30 +112,7 @@ void ShmFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
   }
   // Nothing buffered: a message can only still come from a live peer. (Checked after
   // posting: a failure after this point finds the recv in the matcher.)
-  if (peer != kAnySource) {
-    if (peer_of(peer)->failed.load()) fail_remote(*op, failure_of(*peer_of(peer)));
-    return;
-  }
-  if (op->sibling) return;  // the other provider's peers may still send
-  for (const auto& p : peers_)
-    if (!p->failed.load()) return;
-  fail_remote(*op, "no peer is left to receive from");
-}
-
-bool ShmFabric::truncated(Op& recv, uint64_t length) {
-  if (length <= recv.length) return false;
-  fail(recv, truncation_error(recv, length, context_of(recv)));
-  return true;
-}
-
-void ShmFabric::deliver_buffered(Op& recv, const Unexpected& message) {
-  if (truncated(recv, message.length)) return;
-  if (message.length > 0) {
-    std::shared_lock lock(user_memory_guard_);
-    if (recv.done()) return;
-    std::memcpy(recv.local, message.data.data(), message.length);
-  }
-  succeed(recv);
+  fail_if_no_sender(*op, peer);
 }
 
 void ShmFabric::accept_rendezvous(const OpRef& recv, Peer& source, const Unexpected& request) {

@@ -4,6 +4,6 @@
 
 namespace plait::transport {
 
-template class TagMatcher<tcp::Op, tcp::Unexpected>;
+template class TagMatcher<Op, tcp::Unexpected>;
 
 }  // namespace plait::transport

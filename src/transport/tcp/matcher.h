@@ -8,21 +8,13 @@
 #include <vector>
 
 #include "transport/tag_matcher.h"
-#include "transport/tcp/op.h"
+#include "transport/pending_op.h"
 
 namespace plait::transport::tcp {
 
-struct Unexpected {
-  int source = -1;
-  uint64_t tag = 0;
-  uint64_t header = 0;
-  uint64_t length = 0;
-  bool rendezvous = false;
-  uint64_t sender_op = 0;      // kRts: the sender's op id, echoed in the CTS
-  std::vector<char> data;      // kEager: the payload; written by the progress thread
-  bool complete = false;       // kEager: payload all there. Guarded by the matcher's lock
-  OpRef claimed_by;            // a recv matched it before the payload was complete
-};
+// Eager payloads are written into `data` by the progress thread after the entry is queued
+// (`complete` says when they are all there); kRts keeps the sender's op id for the CTS.
+using Unexpected = UnexpectedMessage;
 using UnexpectedRef = std::shared_ptr<Unexpected>;
 
 class Matcher : public TagMatcher<Op, Unexpected> {

@@ -174,40 +174,18 @@ void TcpFabric::close_stream(Stream& s) {
 }
 
 void TcpFabric::fail_peer(int peer, const std::string& why, bool orderly) {
+  if (!mark_failed(peer, why, orderly)) return;
   Peer& p = *peers_[peer];
-  {
-    std::lock_guard lock(p.mu);
-    if (p.failed.load()) return;
-    p.failure = why;
-    p.failed.store(true);
-  }
-  if (orderly)
-    log(LogLevel::kInfo, "rank ", rank_, ": tcp fabric '", name_, "': ", why);
-  else
-    log(LogLevel::kWarn, "rank ", rank_, ": tcp fabric '", name_, "': ", why);
   for (auto& s : p.streams)
     if (s->receiving) close_stream(*s);
   p.imm_writes.clear();
   matcher_.drop_incomplete_from(peer);
-
-  // A receive from any source fails with the first peer that dies (it may be the one it
-  // waits for), but not when a peer leaves in order, unless no peer is left at all.
-  bool everyone_gone = true;
-  for (int r = 0; r < size_; ++r)
-    if (peers_[r] && !peers_[r]->failed.load()) everyone_gone = false;
-  const bool any_source_too = !orderly || everyone_gone;
-  auto involved = ops_.select([&](const Op& op) {
-    int q = op.peer.load();
-    // A sibling copy (composite fabric) must not fail because this provider's peers left
-    // in order: the other provider's peers may still send.
-    return q == peer ||
-           (q == kAnySource && (!orderly || (any_source_too && op.sibling == nullptr)));
-  });
-  for (const OpRef& op : involved) fail_remote(*op, why);
+  // Posted receives are in the op table too.
+  fail_all(ops_.select(fails_with(peer, orderly)), why);
 }
 
 void TcpFabric::shutdown_streams() {
-  // Pending ops are abandoned (stopping_ holds back their completions); their frames that
+  // Pending ops are abandoned (stop_reporting() holds back their completions); their frames that
   // are partly written finish from a copy, the rest are dropped.
   {
     std::vector<OpRef> pending = ops_.select([](const Op&) { return true; });

@@ -22,10 +22,6 @@ std::shared_ptr<const std::atomic<bool>> finished_flag(const OpRef& op) {
   return {op, &op->finished};
 }
 
-ErrorContext call_context(int rank, int peer, const char* op, size_t bytes) {
-  return {.rank = rank, .peer = peer, .op = op, .bytes = static_cast<int64_t>(bytes)};
-}
-
 }  // namespace
 
 void TcpFabric::write(int peer, const void* local, size_t len, const RemoteKey& rk,
@@ -33,7 +29,7 @@ void TcpFabric::write(int peer, const void* local, size_t len, const RemoteKey& 
                       uint64_t context) {
   check_peer(peer, "write");
   PolicyCompletionQueue* q = checked_cq(cq, "write");
-  if (!local && len > 0) throw invalid_usage("null buffer", call_context(rank_, peer, "write", len));
+  if (!local && len > 0) throw invalid_usage("null buffer", call_context(peer, "write", len));
   OpRef op = new_op(OpType::kWrite, peer, q, context);
   op->local = const_cast<char*>(static_cast<const char*>(local));
   op->length = len;
@@ -63,7 +59,7 @@ void TcpFabric::read(int peer, void* local, size_t len, const RemoteKey& rk,
                      uint64_t remote_offset, CompletionQueue* cq, uint64_t context) {
   check_peer(peer, "read");
   PolicyCompletionQueue* q = checked_cq(cq, "read");
-  if (!local && len > 0) throw invalid_usage("null buffer", call_context(rank_, peer, "read", len));
+  if (!local && len > 0) throw invalid_usage("null buffer", call_context(peer, "read", len));
   OpRef op = new_op(OpType::kRead, peer, q, context);
   op->local = static_cast<char*>(local);
   op->length = len;
@@ -103,7 +99,7 @@ void TcpFabric::start_atomic(int peer, uint64_t* result, const RemoteKey& rk, ui
   const char* name = compare_swap ? "compare_swap" : "fetch_add";
   check_peer(peer, name);
   PolicyCompletionQueue* q = checked_cq(cq, name);
-  if (!result) throw invalid_usage("null result pointer", call_context(rank_, peer, name, 8));
+  if (!result) throw invalid_usage("null result pointer", call_context(peer, name, 8));
   OpRef op = new_op(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, q, context);
   op->local = reinterpret_cast<char*>(result);
   op->length = sizeof(uint64_t);
@@ -178,7 +174,7 @@ void TcpFabric::deliver_imm(int peer, const WireHeader& h) {
         ": no immediate completion queue is set");
     return;
   }
-  if (stopping_.load()) return;
+  if (reporting_stopped()) return;
   Completion c;
   c.op = OpType::kRemoteWriteImm;
   c.peer = peer;

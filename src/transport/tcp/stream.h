@@ -18,7 +18,7 @@
 #include "core/socket.h"
 #include "transport/memory_registry.h"
 #include "transport/tcp/matcher.h"
-#include "transport/tcp/op.h"
+#include "transport/pending_op.h"
 #include "transport/tcp/sink.h"
 #include "transport/tcp/wire.h"
 

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/log.h"
-#include "transport/op_report.h"
 #include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
@@ -43,9 +42,7 @@ CostModel tcp_cost_model(const Config& config) {
 }
 
 TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
-    : rank_(options.rank),
-      size_(options.size),
-      name_(options.name),
+    : OpLifecycle(options.rank, options.size, "tcp", options.name),
       config_(options.config),
       capabilities_(tcp_capabilities(options.config)),
       cost_model_(tcp_cost_model(options.config)),
@@ -69,7 +66,7 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
 }
 
 TcpFabric::~TcpFabric() {
-  stopping_.store(true);
+  stop_reporting();
   stop_requested_.store(true);
   wake_progress();
   if (progress_.joinable()) progress_.join();
@@ -98,7 +95,7 @@ bool TcpFabric::peer_failed(int peer) const {
 }
 
 void TcpFabric::cancel(CompletionQueue* cq) {
-  std::vector<OpRef> ops = ops_.select([&](const Op& op) { return op.cq == cq; });
+  std::vector<OpRef> ops = ops_of(cq);
   {
     // With every stream's sending side held, no frame of these ops is being written while
     // they are marked finished; the one partly written frame per stream keeps a copy.
@@ -111,95 +108,17 @@ void TcpFabric::cancel(CompletionQueue* cq) {
       if (peer)
         for (auto& s : peer->streams) s->keep_started_frame_locked();
   }
-  { std::unique_lock reports(report_guard_); }  // reports racing with us have landed
+  await_reports();
   matcher_.purge_finished();
   // Waits out the progress thread's access to user memory in flight, if any; every later
   // one sees the ops finished.
-  std::unique_lock barrier(user_memory_guard_);
+  await_user_memory_access();
 }
 
-// --- op lifecycle ---
+// --- peers and frames ---
 
-PolicyCompletionQueue* TcpFabric::checked_cq(CompletionQueue* cq, const char* what) const {
-  if (!cq) throw invalid_usage(std::string(what) + ": null completion queue", {.rank = rank_});
-  auto* q = dynamic_cast<PolicyCompletionQueue*>(cq);
-  if (!q)
-    throw invalid_usage(std::string(what) + ": completion queue was not created by a fabric",
-                        {.rank = rank_});
-  return q;
-}
-
-void TcpFabric::check_peer(int peer, const char* what, bool any_ok) const {
-  if (any_ok && peer == kAnySource) return;
-  if (peer < 0 || peer >= size_)
-    throw invalid_usage("peer " + std::to_string(peer) + " is not a rank of this fabric (size " +
-                            std::to_string(size_) + ")",
-                        {.rank = rank_, .op = what});
-  if (peer == rank_)
-    throw invalid_usage("the tcp provider does not connect a rank to itself; copy locally",
-                        {.rank = rank_, .peer = peer, .op = what});
-  if (!peers_[peer])
-    throw invalid_usage("rank " + std::to_string(peer) + " is served by another provider",
-                        {.rank = rank_, .peer = peer, .op = what});
-}
-
-OpRef TcpFabric::new_op(OpType type, int peer, CompletionQueue* cq, uint64_t context) {
-  auto op = std::make_shared<Op>();
-  op->id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  op->type = type;
-  op->cq = static_cast<PolicyCompletionQueue*>(cq);
-  op->context = context;
-  op->peer.store(peer, std::memory_order_relaxed);
-  return op;
-}
-
-bool TcpFabric::admit(const OpRef& op) {
-  ops_.add(op);
-  // After add(): either fail_peer's sweep sees this op, or we see the flag it set first.
-  int peer = op->peer.load();
-  if (peer >= 0 && peers_[peer]->failed.load()) {
-    std::string why;
-    {
-      std::lock_guard lock(peers_[peer]->mu);
-      why = peers_[peer]->failure;
-    }
-    fail_remote(*op, why);
-    return false;
-  }
-  return true;
-}
-
-
-// Claim and push under report_guard_ (shared): cancel() takes it exclusively after claiming
-// what it found, so once cancel() returns no completion is still on its way into the queue
-// (whose owner may destroy it right away).
-void TcpFabric::succeed(Op& op) {
-  std::shared_lock guard(report_guard_);
-  if (op.claim()) report(op, nullptr);
-}
-
-void TcpFabric::fail(Op& op, const Error& error) {
-  std::shared_lock guard(report_guard_);
-  if (op.claim()) report(op, std::make_shared<const Error>(error));
-}
-
-void TcpFabric::report(Op& op, std::shared_ptr<const Error> error) {
-  ops_.erase(op.id);
-  if (stopping_.load(std::memory_order_relaxed)) return;
-  Completion c = completion_of(op);
-  c.error = std::move(error);
-  op.cq->push(std::move(c));
-}
-
-void TcpFabric::fail_remote(Op& op, const std::string& why) {
-  fail(op, remote_error(why, context_of(op)));
-}
-
-ErrorContext TcpFabric::context_of(const Op& op) const {
-  return {.rank = rank_,
-          .peer = op.peer.load(std::memory_order_relaxed),
-          .op = std::string(to_string(op.type)),
-          .bytes = static_cast<int64_t>(op.length)};
+PeerHealth* TcpFabric::health_of(int rank) const {
+  return rank < 0 || rank >= size_ ? nullptr : peers_[rank].get();
 }
 
 void TcpFabric::submit(int peer, int index, Frame frame) {

@@ -1,7 +1,7 @@
 // The TCP provider's Fabric. Its implementation is split by responsibility:
 //
-//   tcp_fabric.cc   construction, the op lifecycle (start, complete, fail, cancel), frame
-//                   submission, dispatch of incoming headers, the cost model
+//   tcp_fabric.cc   construction, cancel, frame submission, dispatch of incoming headers,
+//                   the cost model (the op lifecycle itself is OpLifecycle's)
 //   two_sided.cc    tagged send/recv: eager, rendezvous (RTS/CTS/striped data), matching
 //   rma.cc          write / read / atomics, initiator and target sides
 //   progress.cc     the progress thread (epoll), peer failure, orderly shutdown
@@ -21,14 +21,14 @@
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
+#include "transport/op_lifecycle.h"
 #include "transport/tcp/connect.h"
 #include "transport/tcp/matcher.h"
-#include "transport/tcp/op.h"
 #include "transport/tcp/stream.h"
 
 namespace plait::transport::tcp {
 
-class TcpFabric final : public Fabric, private StreamHandler {
+class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycle {
  public:
   TcpFabric(const FabricOptions& options, Mesh mesh);
   ~TcpFabric() override;
@@ -65,11 +65,8 @@ class TcpFabric final : public Fabric, private StreamHandler {
   bool peer_failed(int peer) const override;
 
  private:
-  struct Peer {
+  struct Peer : PeerHealth {
     std::vector<std::unique_ptr<Stream>> streams;
-    std::atomic<bool> failed{false};
-    mutable std::mutex mu;
-    std::string failure;  // why it failed, for ops started later; guarded by mu
     // Progress thread only:
     int goodbyes = 0;
     struct ImmWrite {
@@ -81,18 +78,8 @@ class TcpFabric final : public Fabric, private StreamHandler {
     std::unordered_map<uint64_t, ImmWrite> imm_writes;
   };
 
-  // --- op lifecycle (tcp_fabric.cc) ---
-  PolicyCompletionQueue* checked_cq(CompletionQueue* cq, const char* what) const;
-  void check_peer(int peer, const char* what, bool any_ok = false) const;
-  OpRef new_op(OpType type, int peer, CompletionQueue* cq, uint64_t context);
-  // Makes the op pending; false if it already failed because its peer is gone.
-  bool admit(const OpRef& op);
-  void succeed(Op& op);
-  void fail(Op& op, const Error& error);
-  // Reports an op that the caller has already claimed (Op::claim).
-  void report(Op& op, std::shared_ptr<const Error> error);
-  void fail_remote(Op& op, const std::string& why);
-  ErrorContext context_of(const Op& op) const;
+  // --- peers and frames (tcp_fabric.cc; the op lifecycle is OpLifecycle's) ---
+  PeerHealth* health_of(int rank) const override;
   Stream& stream(int peer, int index) { return *peers_[peer]->streams[index]; }
   void submit(int peer, int index, Frame frame);
   void report_sent(std::vector<OpRef>& finished);
@@ -114,9 +101,6 @@ class TcpFabric final : public Fabric, private StreamHandler {
   void on_data_payload(Incoming& in, const WireHeader& h);
   // A recv matched a rendezvous request: clear the sender to send, or decline.
   void accept_rendezvous(const OpRef& recv, int source, uint64_t sender_op);
-  // A recv matched a complete buffered eager message.
-  void deliver_buffered(Op& recv, const Unexpected& message);
-  bool truncated(Op& recv, uint64_t length);
 
   // --- one-sided (rma.cc) ---
   void start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
@@ -142,9 +126,6 @@ class TcpFabric final : public Fabric, private StreamHandler {
   void wake_progress();
   void shutdown_streams();
 
-  const int rank_;
-  const int size_;
-  const std::string name_;
   const Config config_;
   Capabilities capabilities_;
   CostModel cost_model_;
@@ -153,20 +134,13 @@ class TcpFabric final : public Fabric, private StreamHandler {
   int streams_;
 
   std::shared_ptr<MemoryRegistry> registry_;
-  OpTable ops_;
   Matcher matcher_;
-  std::atomic<uint64_t> next_id_{1};
-  // Shared around every access to a pending op's memory by the provider; cancel() takes it
-  // exclusively once, after marking ops finished, to wait out accesses in flight.
-  std::shared_mutex user_memory_guard_;
-  std::shared_mutex report_guard_;  // see succeed()/fail() and cancel()
   std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
   std::vector<std::unique_ptr<Peer>> peers_;  // peers_[rank_] is null
 
   net::Fd epoll_;
   net::Fd wake_fd_;
   std::atomic<bool> stop_requested_{false};
-  std::atomic<bool> stopping_{false};       // completions are no longer delivered
   std::atomic<bool> broken_stream_{false};  // a caller's write broke a stream
   std::vector<Stream*> ready_;              // progress thread only
   std::thread progress_;

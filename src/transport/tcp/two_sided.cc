@@ -9,7 +9,6 @@
 //                             straight into the recv buffer at its offset.
 #include <cstring>
 
-#include "transport/op_report.h"
 #include "transport/tcp/tcp_fabric.h"
 
 namespace plait::transport::tcp {
@@ -25,9 +24,7 @@ void TcpFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64
                      CompletionQueue* cq, uint64_t context) {
   check_peer(peer, "send");
   PolicyCompletionQueue* q = checked_cq(cq, "send");
-  if (!buf && len > 0)
-    throw invalid_usage("null buffer", {.rank = rank_, .peer = peer, .op = "send",
-                                        .bytes = static_cast<int64_t>(len)});
+  if (!buf && len > 0) throw invalid_usage("null buffer", call_context(peer, "send", len));
   OpRef op = new_op(OpType::kSend, peer, q, context);
   op->local = const_cast<char*>(static_cast<const char*>(buf));
   op->length = len;
@@ -66,11 +63,9 @@ void TcpFabric::recv_any_sibling(void* buf, size_t capacity, uint64_t tag, Compl
 void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
                           CompletionQueue* cq, uint64_t context,
                           std::shared_ptr<std::atomic<bool>> sibling) {
-  check_peer(peer, "recv", /*any_ok=*/true);
+  if (peer != kAnySource) check_peer(peer, "recv");
   PolicyCompletionQueue* q = checked_cq(cq, "recv");
-  if (!buf && capacity > 0)
-    throw invalid_usage("null buffer", {.rank = rank_, .peer = peer, .op = "recv",
-                                        .bytes = static_cast<int64_t>(capacity)});
+  if (!buf && capacity > 0) throw invalid_usage("null buffer", call_context(peer, "recv", capacity));
   OpRef op = new_op(OpType::kRecv, peer, q, context);
   op->local = static_cast<char*>(buf);
   op->length = capacity;
@@ -80,7 +75,7 @@ void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
 
   Matcher::Posted posted = matcher_.post(op);
   if (op->done()) {  // a sibling copy on another provider matched first
-    ops_.erase(op->id);
+    ops_.remove(*op);
     return;
   }
   if (posted.match) {
@@ -94,33 +89,7 @@ void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
   }
   // Nothing buffered: a message can only still come from a live peer. (Checked after
   // posting: a failure after this point finds the recv in the op table.)
-  if (peer != kAnySource) {
-    if (peers_[peer]->failed.load()) {
-      std::lock_guard lock(peers_[peer]->mu);
-      fail_remote(*op, peers_[peer]->failure);
-    }
-    return;
-  }
-  if (op->sibling) return;  // the other provider's peers may still send
-  for (int p = 0; p < size_; ++p)
-    if (peers_[p] && !peers_[p]->failed.load()) return;
-  fail_remote(*op, "no peer is left to receive from");
-}
-
-bool TcpFabric::truncated(Op& recv, uint64_t length) {
-  if (length <= recv.length) return false;
-  fail(recv, truncation_error(recv, length, context_of(recv)));
-  return true;
-}
-
-void TcpFabric::deliver_buffered(Op& recv, const Unexpected& message) {
-  if (truncated(recv, message.length)) return;
-  if (message.length > 0) {
-    std::shared_lock lock(user_memory_guard_);
-    if (recv.done()) return;
-    std::memcpy(recv.local, message.data.data(), message.length);
-  }
-  succeed(recv);
+  fail_if_no_sender(*op, peer);
 }
 
 void TcpFabric::accept_rendezvous(const OpRef& recv, int source, uint64_t sender_op) {

@@ -1,0 +1,108 @@
+// The life of a provider's pending operation, from the call's argument checks to its one
+// completion, written once for every provider (a base class of ShmFabric and TcpFabric, and
+// of any provider after them): ids and pooled allocation, admission against peer failure,
+// success, failure and cancellation with the guards that make "cancel() returned" mean that
+// nothing more lands in the queue or in the user's memory, and the ops a failed peer takes
+// down with it.
+//
+// A provider supplies what only it knows: which ranks it serves and their health
+// (health_of()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <memory_resource>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "transport/completion_queue.h"
+#include "transport/fabric.h"
+#include "transport/pending_op.h"
+
+namespace plait::transport {
+
+class OpLifecycle {
+ protected:
+  // `provider` ("shm", "tcp") and the fabric's `name` appear in messages.
+  OpLifecycle(int rank, int size, std::string provider, std::string name);
+  virtual ~OpLifecycle() = default;
+
+  // The health of the peer `rank`, or null if this provider does not serve it.
+  virtual PeerHealth* health_of(int rank) const = 0;
+
+  // --- checks at the call (they throw Error(kInvalidUsage)) ---
+  PolicyCompletionQueue* checked_cq(CompletionQueue* cq, const char* what) const;
+  // `peer` is a rank this provider serves (not us, not another provider's).
+  void check_peer(int peer, const char* what) const;
+  ErrorContext call_context(int peer, const char* op, size_t bytes) const;
+
+  // --- ops ---
+  OpRef new_op(OpType type, int peer, PolicyCompletionQueue* cq, uint64_t context);
+  // Puts the op in the table; false if it already failed because its peer is gone. After
+  // add(): either the failed peer's sweep sees this op, or we see the flag it set first.
+  bool admit(const OpRef& op);
+  void succeed(Op& op);
+  void fail(Op& op, const Error& error);
+  void fail_remote(Op& op, const std::string& why);
+  // Pushes the completion of an op the caller has claimed (Op::claim), under reporting().
+  void report(Op& op, std::shared_ptr<const Error> error);
+  // Completes an operation that never needed an Op (it finished inside the call).
+  void complete_now(PolicyCompletionQueue* q, OpType type, int peer, size_t bytes, uint64_t tag,
+                    uint64_t context, std::shared_ptr<const Error> error = nullptr);
+  ErrorContext context_of(const Op& op) const;
+
+  // --- two-sided ---
+  // Fails the receive if the message is longer than its buffer.
+  bool truncated(Op& recv, uint64_t length);
+  // A receive matched a complete buffered eager message: copy it in and complete.
+  void deliver_buffered(Op& recv, const UnexpectedMessage& message);
+  // A posted receive that found nothing buffered: fails it when no message can come any more
+  // (its peer has failed; for any source, every peer has, unless a sibling copy on another
+  // provider may still match).
+  void fail_if_no_sender(Op& recv, int peer);
+
+  // --- failures and cancellation ---
+  // Marks the peer failed and logs why (orderly: it said goodbye); false if it already was.
+  bool mark_failed(int peer, const std::string& why, bool orderly);
+  // Which ops fail with peer `peer`, just marked failed: its own, and receives from any
+  // source unless it left in order while others may still send. Then fail_all().
+  std::function<bool(const Op&)> fails_with(int peer, bool orderly) const;
+  void fail_all(const std::vector<OpRef>& ops, const std::string& why);
+  // The ops of the table that complete into `cq` (cancel()).
+  std::vector<OpRef> ops_of(const CompletionQueue* cq) const;
+  // cancel(), after failing its ops: returns once every report racing with it has landed,
+  // and every provider access to user memory that began before them has ended.
+  void await_reports();
+  void await_user_memory_access();
+  // From now on completions are dropped (the fabric is going away).
+  void stop_reporting() { stopping_.store(true); }
+  bool reporting_stopped() const { return stopping_.load(std::memory_order_relaxed); }
+
+  // First: ops come from this pool and must all be gone before it is (no allocation per
+  // operation once it is warm).
+  std::pmr::synchronized_pool_resource op_pool_;
+
+  const int rank_;
+  const int size_;
+  const std::string provider_;
+  const std::string name_;
+  OpTable ops_;
+  std::atomic<uint64_t> next_id_{1};
+  // Shared around every provider access to a pending op's memory; cancel() takes it
+  // exclusively once, after marking ops finished, to wait out the accesses in flight.
+  std::shared_mutex user_memory_guard_;
+  // Shared around claim-and-push; cancel() takes it exclusively after claiming what it
+  // found, so once cancel() returns no completion is still on its way into the queue (whose
+  // owner may destroy it right away).
+  std::shared_mutex report_guard_;
+
+ private:
+  bool any_peer_alive() const;
+
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace plait::transport
