@@ -12,10 +12,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIT = os.environ.get("PLAIT_BIN", "plait")
 
 
-def run_ranks(n, case, timeout=300, case_timeout_s=120):
+def run_ranks(n, case, timeout=300, case_timeout_s=120, env=None):
     cmd = [PLAIT, "run", "-n", str(n), "--", sys.executable, os.path.join(HERE, "torch_ranks.py"),
            case]
-    env = dict(os.environ, CASE_TIMEOUT_S=str(case_timeout_s))
+    env = dict(os.environ, CASE_TIMEOUT_S=str(case_timeout_s), **(env or {}))
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     return r.returncode, r.stdout + r.stderr
 
@@ -94,3 +94,16 @@ def test_ddp_steps_give_the_same_parameters_as_gloo():
 def test_profiler_ranges_are_titled_plait_op():
     code, out = run_ranks(2, "profiler")
     assert code == 0, out
+
+
+# glibc fills freed memory with this byte once the per-thread cache is off, so a thread that
+# locks a mutex after it was freed gets EINVAL (std::system_error, then std::terminate)
+# instead of silently working on stale memory.
+POISON_FREED_MEMORY = {"MALLOC_PERTURB_": "165", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_group_dropped_in_its_own_completion_thread(n):
+    code, out = run_ranks(n, "group_dropped_in_its_completion_thread", env=POISON_FREED_MEMORY)
+    assert code == 0, out
+    assert out.count("group_dropped_in_its_completion_thread ok") == n, out

@@ -384,6 +384,40 @@ def profiler():
     print(f"rank {dist.get_rank()}: profiler ok", flush=True)
 
 
+def group_dropped_in_its_completion_thread():
+    """A group whose last reference goes in its own completion thread, with calls still queued.
+
+    Each round makes a group, queues several all_reduces whose Work handles Python drops at
+    once, and hands the group to the last call's future callback, the only reference left.
+    The callback runs in the group's completion thread, so the group is destroyed there, and
+    the thread then drops the last PlaitWork, which held the last reference to the
+    CompletionThread itself. Ranks take turns to arrive late, so the callbacks are registered
+    before the calls complete. test_torch_backend.py runs this with freed memory poisoned
+    (MALLOC_PERTURB_, no tcache): a thread that touches its freed mutex then dies of EINVAL.
+    """
+    me, n = dist.get_rank(), dist.get_world_size()
+    default = dist.distributed_c10d._get_default_group()
+    rounds, calls = 12, 4
+    want = float(n * (n + 1) // 2)
+    results = []
+    for i in range(rounds):
+        pg = default.subgroup(list(range(n)), datetime.timedelta(seconds=60))
+        if me == i % n:
+            time.sleep(0.1)  # the others' calls wait for this rank
+        tensors = [torch.full((4096,), float(me + 1)) for _ in range(calls)]
+        futures = [pg.allreduce([t]).get_future() for t in tensors]
+        for f in futures[:-1]:
+            f.then(lambda f: results.append(f.value()[0][0].item()))
+        futures[-1].then(lambda f, keep=pg: results.append(f.value()[0][0].item()))
+        del pg, futures, f
+    deadline = time.monotonic() + 60
+    while len(results) < rounds * calls:
+        assert time.monotonic() < deadline, f"only {len(results)} of {rounds * calls} calls done"
+        time.sleep(0.01)
+    assert results == [want] * (rounds * calls), results
+    print(f"rank {me}: group_dropped_in_its_completion_thread ok", flush=True)
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     timeout = float(os.environ.get("CASE_TIMEOUT_S", "120"))

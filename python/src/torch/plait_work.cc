@@ -6,16 +6,17 @@
 
 namespace plait::torch_backend {
 
-CompletionThread::CompletionThread() : thread_([this] { run(); }) {}
+CompletionThread::CompletionThread()
+    : state_(std::make_shared<State>()), thread_([state = state_] { run(state); }) {}
 
 CompletionThread::~CompletionThread() { stop(); }
 
 void CompletionThread::post(c10::intrusive_ptr<PlaitWork> work) {
   {
-    std::lock_guard lock(mu_);
-    if (!stopping_) {
-      queue_.push_back(std::move(work));
-      cv_.notify_one();
+    std::lock_guard lock(state_->mu);
+    if (!state_->stopping) {
+      state_->queue.push_back(std::move(work));
+      state_->cv.notify_one();
       return;
     }
   }
@@ -24,13 +25,14 @@ void CompletionThread::post(c10::intrusive_ptr<PlaitWork> work) {
 
 void CompletionThread::stop() {
   {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
+    std::lock_guard lock(state_->mu);
+    if (state_->stopping) return;
+    state_->stopping = true;
   }
-  cv_.notify_one();
+  state_->cv.notify_one();
   if (thread_.joinable()) {
-    // The last reference may go in this very thread (a finished work's callback).
+    // The last reference may go in this very thread (a finished work's callback); the
+    // thread keeps its State, drains the queue and ends on its own.
     if (thread_.get_id() == std::this_thread::get_id())
       thread_.detach();
     else
@@ -38,16 +40,18 @@ void CompletionThread::stop() {
   }
 }
 
-void CompletionThread::run() {
-  std::unique_lock lock(mu_);
+void CompletionThread::run(const std::shared_ptr<State>& state) {
+  std::unique_lock lock(state->mu);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;
-    auto work = std::move(queue_.front());
-    queue_.pop_front();
+    // Idle until there is a call to finish or stop(), which always notifies: the thread's
+    // rest state, which no caller waits on, so it needs no deadline.
+    state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+    if (state->queue.empty()) return;
+    auto work = std::move(state->queue.front());
+    state->queue.pop_front();
     lock.unlock();
     work->finish_call();
-    work.reset();
+    work.reset();  // may destroy the CompletionThread object, never `state`
     lock.lock();
   }
 }

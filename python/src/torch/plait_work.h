@@ -38,11 +38,18 @@ class CompletionThread {
   void stop();
 
  private:
-  void run();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<c10::intrusive_ptr<PlaitWork>> queue_;
-  bool stopping_ = false;
+  // What the thread works with, owned jointly by this object and the thread: the thread may
+  // drop the last PlaitWork, and with it the last reference to this object (a future
+  // callback that released the process group destroyed the group in this thread, which
+  // then detached), and it still locks the mutex and reads the queue afterwards.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<c10::intrusive_ptr<PlaitWork>> queue;
+    bool stopping = false;
+  };
+  static void run(const std::shared_ptr<State>& state);
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 
