@@ -413,7 +413,7 @@ void CommEngine::dispatch(const transport::Completion& c) {
     return;
   }
   if (kind == kControlContext && c.op == transport::OpType::kRecv) {
-    if (!c.ok()) return;  // cancelled by our own abort
+    if (!c.ok()) return control_recv_failed();
     std::string text(control_buf_.data(), std::min(c.bytes, control_buf_.size()));
     do_abort("rank " + std::to_string(comm_rank_of(c.peer)) + " aborted: " + text, false);
   }
@@ -499,6 +499,24 @@ void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Cu
                     (kControlContext << kKindShift) | 1);
     } catch (const Error&) {
       // The peer is unreachable; it learns of the failure from its own transport.
+    }
+  }
+}
+
+// The control receive takes any source, so the fabric fails it when any of its peers dies,
+// in this communicator or not. Without a new one this rank would never read the abort
+// notice of the member that saw the death, and would fail later with whatever its own
+// peers do next (a neighbour that aborted and shut down), never naming the rank that died.
+void CommEngine::control_recv_failed() {
+  {
+    std::lock_guard lock(mu_);
+    if (abort_error_) return;  // cancelled by our own abort: nothing more to hear
+  }
+  // Only a live member can send a notice; with none left, a new receive would fail at once.
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer != rank_ && !fabric_->peer_failed(fabric_rank_[peer])) {
+      post_control_recv();
+      return;
     }
   }
 }

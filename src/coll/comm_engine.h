@@ -122,6 +122,7 @@ class CommEngine final : public WorkDriver {
   };
   void do_abort(const std::string& reason, bool notify_peers, const Culprit& culprit = {});
   void post_control_recv();
+  void control_recv_failed();
   Clock::time_point next_deadline() const;
   int comm_rank_of(int fabric_rank) const;
   char* scratch(size_t bytes);
