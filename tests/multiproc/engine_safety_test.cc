@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <regex>
 #include <thread>
 #include <vector>
 
@@ -139,8 +140,8 @@ int two_waiters_child() {
   if (comm->rank() == 1) {
     try {
       comm->barrier()->wait();
-    } catch (const Error&) {
-      // Rank 0's abort.
+    } catch (const Error& e) {
+      report(e);  // rank 0's abort, whose text the test reads
     }
     return 0;
   }
@@ -186,11 +187,18 @@ TEST(EngineWaits, AShortWaitEndsWhileAnotherThreadSpinsInTheEngine) {
   EXPECT_NE(results[0].output.find("short wait: timed out, before the long one returned"),
             std::string::npos)
       << results[0].output;
+  EXPECT_NE(results[1].output.find(
+                "ERROR aborted: rank 1: communicator aborted: rank 0 aborted: rank 0 called abort: "
+                "test over"),
+            std::string::npos)
+      << results[1].output;
 }
 
 // A Work callback that never returns holds the engine: abort() cannot cancel anything and
 // must say so within the communicator's timeout instead of returning as if it had. Under
-// PLAIT_WAIT=block only the engine thread runs callbacks, so the main thread stays free.
+// PLAIT_WAIT=block no waiter drives the engine, but a submitting thread does, for one pass:
+// rank 1's answer may arrive within the pass that sends "go", and the callback then runs in
+// the submitter. So a helper thread submits, and the main thread stays free either way.
 int stuck_abort_child() {
   auto comm = join();
   int32_t v = 7;
@@ -200,8 +208,8 @@ int stuck_abort_child() {
       comm->recv(&go, 1, DataType::kI32, 0, 4)->wait();
       comm->send(&v, 1, DataType::kI32, 0, 5)->wait();
       comm->barrier()->wait();
-    } catch (const Error&) {
-      // Rank 0's abort.
+    } catch (const Error& e) {
+      report(e);  // rank 0's abort, whose text the test reads
     }
     return 0;
   }
@@ -212,7 +220,8 @@ int stuck_abort_child() {
     const auto until = Clock::now() + 60s;
     while (!release && Clock::now() < until) std::this_thread::sleep_for(10ms);
   });
-  WorkPtr go_sent = comm->send(&go, 1, DataType::kI32, 1, 4);  // rank 1 sends after this
+  WorkPtr go_sent;
+  std::thread submitter([&] { go_sent = comm->send(&go, 1, DataType::kI32, 1, 4); });
   while (!entered) std::this_thread::sleep_for(1ms);
   int rc = 1;
   try {
@@ -223,6 +232,7 @@ int stuck_abort_child() {
     rc = e.category() == ErrorCategory::kTimeout ? 0 : 1;
   }
   release = true;
+  submitter.join();
   try {
     comm->barrier()->wait(5s);
   } catch (const Error&) {
@@ -238,8 +248,18 @@ TEST(EngineWaits, AbortThatCannotCancelSaysSo) {
   });
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].status, 0) << results[0].output;
-  EXPECT_NE(results[0].output.find("waiting for the abort to cancel"), std::string::npos)
+  EXPECT_NE(results[0].output.find(
+                "abort: rank 0: abort: Timed out after 2000 ms waiting for the abort to cancel"),
+            std::string::npos)
       << results[0].output;
+  // Rank 1 either runs out of time in its barrier or hears of rank 0's abort first: either
+  // way its error names rank 0.
+  EXPECT_TRUE(std::regex_search(
+      results[1].output,
+      std::regex("ERROR (timeout|aborted): rank 1: [^\\n]*(barrier #0 with peer 0: Timed out "
+                 "after 2000 ms waiting for recv from rank 0 |rank 0 aborted: rank 0 called "
+                 "abort: test )")))
+      << results[1].output;
 }
 
 // --- overflow ---
