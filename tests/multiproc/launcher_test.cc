@@ -453,7 +453,9 @@ TEST(Launcher, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
                             "do sleep 0.2; done"},
                        {{"READY_DIR", ready.path()}});
   EXPECT_EQ(r.status, 5) << r.err;
-  EXPECT_NE(r.err.find("rank 0 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("plait run: rank 0 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") exited with status 5; stopping the other 2 ranks"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("2 ranks still running 0.5 s after SIGTERM; sending SIGKILL"),
             std::string::npos)
       << r.err;
@@ -507,7 +509,14 @@ TEST(Launcher, WrongJobTokenIsRefused) {
                        {{"PLAIT_TEST_CHILD", "launcher-store"}, {"PLAIT_TEST_WRONG_TOKEN", "1"}});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(count_of(r.out, "store error (invalid usage)"), 2u) << r.out;
-  EXPECT_NE(r.out.find("token"), std::string::npos) << r.out;
+  // Each rank's own error says which store refused it, and why.
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(r.out.find("[" + std::to_string(rank) +
+                         "] store error (invalid usage): store connect: job token rejected by "
+                         "store at 127.0.0.1:"),
+              std::string::npos)
+        << r.out;
+  }
 }
 
 }  // namespace

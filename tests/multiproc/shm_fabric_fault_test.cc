@@ -116,10 +116,11 @@ class ShmProcesses : public ::testing::Test {
     child_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
-  static void expect_remote_failure(const Completion& c) {
+  // `phrase`: how the provider names the peer that failed, e.g. "rank 1 (pid 42) ".
+  static void expect_remote_failure(const Completion& c, const std::string& phrase) {
     ASSERT_FALSE(c.ok()) << "op " << to_string(c.op) << " succeeded";
     EXPECT_EQ(c.error->category(), ErrorCategory::kRemote) << c.error->what();
-    EXPECT_NE(c.error->message().find("rank 1"), std::string::npos) << c.error->what();
+    EXPECT_NE(c.error->message().find(phrase), std::string::npos) << c.error->what();
   }
 
   std::string dir_;
@@ -209,7 +210,8 @@ TEST_P(ShmProcessesCma, SendRecvRmaAndAtomicsAcrossProcesses) {
   ASSERT_TRUE(cq->wait(&c, 30s));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error->category(), ErrorCategory::kRemote);
-  EXPECT_NE(c.error->message().find("shut down"), std::string::npos) << c.error->what();
+  EXPECT_NE(c.error->message().find("rank 1 shut down its fabric"), std::string::npos)
+      << c.error->what();
   fabric.reset();
   EXPECT_TRUE(job_segments(name).empty()) << joined(job_segments(name));
 }
@@ -245,6 +247,9 @@ TEST_F(ShmProcesses, KilledPeerFailsPendingOpsAndLeavesNoSegments) {
 
   fabric->send(1, out.data(), out.size(), 2, 0, cq.get(), 2);  // never received
   fabric->recv(1, in.data(), in.size(), 1, cq.get(), 3);
+  // Whichever op notices first ("died without shutting down", "is gone: process_vm_readv
+  // failed"), the peer is named by rank and pid.
+  const std::string dead_peer = "rank 1 (pid " + std::to_string(child_) + ") ";
   kill_child(SIGKILL);
   RemoteKey nowhere{0, 1 << 20, 0x1234};
   fabric->write(1, out.data(), out.size(), nowhere, 0, std::nullopt, cq.get(), 4);
@@ -258,7 +263,7 @@ TEST_F(ShmProcesses, KilledPeerFailsPendingOpsAndLeavesNoSegments) {
       fabric->recv(1, in.data(), in.size(), 1, cq.get(), 3);
       continue;
     }
-    expect_remote_failure(c);
+    expect_remote_failure(c, dead_peer);
     failed.insert(c.context);
     --pending;
   }
@@ -268,7 +273,7 @@ TEST_F(ShmProcesses, KilledPeerFailsPendingOpsAndLeavesNoSegments) {
   // Later ops fail at once, and destruction does not wait for the dead peer.
   fabric->recv(1, in.data(), 8, 9, cq.get(), 6);
   ASSERT_TRUE(cq->wait(&c, 10s));
-  expect_remote_failure(c);
+  expect_remote_failure(c, dead_peer);
   fabric.reset();
   EXPECT_TRUE(job_segments(name).empty()) << joined(job_segments(name));
 }
@@ -289,7 +294,9 @@ TEST_F(ShmProcesses, PeerKilledDuringSetupLeavesNothingBehind) {
     ADD_FAILURE() << "setup succeeded without rank 2";
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::kRemote) << e.what();
-    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("setup with peer 1: rank 1's shm segment "),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_TRUE(job_segments(name).empty()) << joined(job_segments(name));
 }
