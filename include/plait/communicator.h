@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,16 @@ struct CallOptions {
 struct CommunicatorOptions {
   std::chrono::milliseconds timeout{0};  // 0: PLAIT_TIMEOUT
   std::string name = "world";            // store scope; must be unique among live groups
+  // PLAIT_* settings by variable name, laid over the process environment for this
+  // communicator and every one split or subgrouped from it, e.g.
+  //   {{"PLAIT_TRANSPORT", "tcp"}, {"PLAIT_ALGO_ALLREDUCE", "ring"}, {"PLAIT_TIMEOUT", "30s"}}.
+  // Names, syntax and checks are those of the environment variables (`plait info` lists
+  // them); an empty value means the built-in default. A nonzero `timeout` above wins over
+  // PLAIT_TIMEOUT. Settings of the process or the launcher rather than of a communicator
+  // (PLAIT_LOG, PLAIT_RUN_GRACE_S, PLAIT_STORE_MAX_HANDSHAKES) are refused, as are unknown
+  // names and values that do not parse: create() throws Error(kInvalidUsage) naming them,
+  // before it contacts any peer.
+  std::map<std::string, std::string> settings;
 };
 
 class Communicator {
