@@ -107,3 +107,9 @@ def test_group_dropped_in_its_own_completion_thread(n):
     code, out = run_ranks(n, "group_dropped_in_its_completion_thread", env=POISON_FREED_MEMORY)
     assert code == 0, out
     assert out.count("group_dropped_in_its_completion_thread ok") == n, out
+
+
+def test_wait_with_timeout_gives_up_while_another_thread_finishes():
+    code, out = run_ranks(2, "wait_bounded")
+    assert code == 0, out
+    assert out.count("wait_bounded ok") == 2, out

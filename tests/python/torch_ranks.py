@@ -418,6 +418,51 @@ def group_dropped_in_its_completion_thread():
     print(f"rank {me}: group_dropped_in_its_completion_thread ok", flush=True)
 
 
+def wait_bounded():
+    """Work.wait(timeout) gives up on time, with an error naming the rank and the call, even
+    while another thread is finishing the call (here the completion thread copies a large
+    result into a strided tensor); is_completed() does not block meanwhile.
+
+    Before the fix both calls blocked until the copy was over, then reported the call done,
+    so no attempt ever saw "not completed" and a timeout.
+    """
+    me, n = dist.get_rank(), dist.get_world_size()
+    want = float(n * (n + 1) // 2)
+    rows = 1 << 24  # 64 MiB of f32 landing through a staging buffer: the copy takes ~30 ms
+    caught = 0
+    for attempt in range(8):  # as many calls on every rank, whatever each one observes
+        base = torch.zeros(rows, 2)
+        t = base[:, 0]  # not contiguous: plait reduces a copy, then copies it back into t
+        t.fill_(float(me + 1))
+        w = dist.all_reduce(t, async_op=True)  # nobody waits: the completion thread finishes it
+        deadline = time.monotonic() + 60
+        while t[0].item() != want:  # the copy back has begun
+            assert time.monotonic() < deadline, "the all_reduce result never arrived"
+        if t[-1].item() == want:
+            w.wait()
+            continue  # the copy was over before we looked: try again
+        start = time.monotonic()
+        done = w.is_completed()
+        probe_s = time.monotonic() - start
+        try:
+            w.wait(timeout=datetime.timedelta(milliseconds=1))
+            outcome = None
+        except RuntimeError as e:
+            outcome = str(e)
+        waited_s = time.monotonic() - start - probe_s
+        w.wait()
+        assert (t == want).all() and (base[:, 1] == 0).all()
+        assert probe_s < 0.5, f"is_completed() blocked for {probe_s:.3f} s"
+        assert waited_s < 0.5, f"wait(1 ms) took {waited_s:.3f} s"
+        if outcome is not None:
+            assert "Timed out" in outcome and f"rank {me}" in outcome and "all_reduce" in outcome, \
+                outcome
+        if not done and outcome is not None:
+            caught += 1
+    assert caught > 0, "is_completed() and wait(1 ms) never answered while the copy ran"
+    print(f"rank {me}: wait_bounded ok ({caught} probes during the copy)", flush=True)
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     timeout = float(os.environ.get("CASE_TIMEOUT_S", "120"))

@@ -56,13 +56,26 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
   }
 }
 
+namespace {
+
+// "plait:all_reduce" -> "all_reduce"
+std::string op_of(const char* profiling_title) {
+  std::string title = profiling_title ? profiling_title : "call";
+  const std::string prefix = "plait:";
+  return title.rfind(prefix, 0) == 0 ? title.substr(prefix.size()) : title;
+}
+
+}  // namespace
+
 PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
                      std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
                      std::shared_ptr<CompletionThread> completer,
-                     std::weak_ptr<Communicator> comm)
+                     std::weak_ptr<Communicator> comm, std::chrono::milliseconds finish_limit)
     : c10d::Work(rank, type, profiling_title,
                  c10::optional<std::vector<at::Tensor>>(std::move(inputs))),
       outputs_(std::move(outputs)),
+      op_(op_of(profiling_title)),
+      finish_limit_(finish_limit),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()))),
       completer_(std::move(completer)),
@@ -84,12 +97,20 @@ void PlaitWork::launch(const c10::intrusive_ptr<PlaitWork>& work) {
 }
 
 void PlaitWork::finish_call() {
+  try_finish(std::chrono::steady_clock::time_point::max());
+}
+
+PlaitWork::Finish PlaitWork::try_finish(std::chrono::steady_clock::time_point deadline) {
   std::exception_ptr error;
   {
-    std::lock_guard lock(finish_mu_);
-    if (finished_) return;
+    std::unique_lock lock(finish_mu_, std::defer_lock);
+    if (deadline == std::chrono::steady_clock::time_point::max())
+      lock.lock();
+    else if (!lock.try_lock_until(deadline))
+      return Finish::kBusy;
+    if (finished_) return Finish::kDone;
     for (auto& part : parts_) {
-      if (!part->test()) return;  // not yet: whoever sees the last part done finishes
+      if (!part->test()) return Finish::kNotYet;  // whoever sees the last part done finishes
       if (auto e = part->error(); e && !error) error = std::make_exception_ptr(*e);
     }
     if (!error) {
@@ -109,6 +130,7 @@ void PlaitWork::finish_call() {
     future_->setError(error);
   else
     future_->markCompleted(c10::IValue(outputs_));
+  return Finish::kDone;
 }
 
 bool PlaitWork::isCompleted() {
@@ -118,7 +140,9 @@ bool PlaitWork::isCompleted() {
   }
   for (auto& part : parts_)
     if (!part->test()) return false;
-  finish_call();
+  // A thread that holds the call is finishing it (possibly copying a large result): "not
+  // yet" rather than waiting for it.
+  if (try_finish(std::chrono::steady_clock::now()) != Finish::kDone) return false;
   std::lock_guard lock(mutex_);
   return completed_;
 }
@@ -130,43 +154,54 @@ int PlaitWork::sourceRank() const {
 
 std::vector<at::Tensor> PlaitWork::result() { return outputs_; }
 
+void PlaitWork::give_up(std::chrono::milliseconds waited, const char* what) const {
+  throw timeout_error("Timed out after " + std::to_string(waited.count()) +
+                          " ms waiting for the call to finish: " + what +
+                          "; the call goes on and a later wait() may still see it complete",
+                      {.rank = rank_, .op = op_});
+}
+
 bool PlaitWork::wait(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
   ++waiters_;
   struct Leave {
     PlaitWork* w;
     ~Leave() {
       // The last part may have completed while this thread was inside: if it gave up before
       // finishing the call (its own time limit), hand the call to the completion thread.
-      if (--w->waiters_ == 0 && w->pending_.load() == 0) {
-        bool finished;
-        {
-          std::lock_guard lock(w->finish_mu_);
-          finished = w->finished_;
-        }
-        if (!finished) w->completer_->post(c10::intrusive_ptr<PlaitWork>::reclaim_copy(w));
-      }
+      // Never blocks: posting a call that is being finished meanwhile is harmless.
+      if (--w->waiters_ == 0 && w->pending_.load() == 0 && !w->finished_.load())
+        w->completer_->post(c10::intrusive_ptr<PlaitWork>::reclaim_copy(w));
     }
   } leave{this};
   const bool bounded = timeout.count() > 0;
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const auto start = Clock::now();
+  const auto until = start + timeout;
   for (auto& part : parts_) {
     try {
       if (!bounded) {
-        part->wait();
+        part->wait();  // bounded too: a little past the operation's own deadline
       } else {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            until - std::chrono::steady_clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
         part->wait(std::max(left, std::chrono::milliseconds(1)));
       }
     } catch (const Error&) {
       if (!part->test()) throw;  // this wait's own limit: the call goes on
-      break;                     // the part failed: finish_call records why
+      // The part failed; the communicator aborts and fails the others at once. Wait for them
+      // all anyway: the call is finished only when every part is done.
     }
   }
-  finish_call();
-  // A step may still be finishing in the completion thread.
+  // Every part is done; what is left is running the steps here, or waiting for the thread
+  // that runs them (the completion thread, or another waiter).
+  const auto deadline = bounded ? until : Clock::now() + finish_limit_;
+  auto waited = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  };
+  if (try_finish(deadline) == Finish::kBusy)
+    give_up(waited(), "another thread is still finishing it (copying results into place)");
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return completed_; });
+  if (!cv_.wait_until(lock, deadline, [&] { return completed_; }))
+    give_up(waited(), "the thread that finished it has not marked it complete yet");
   if (exception_) std::rethrow_exception(exception_);
   return true;
 }

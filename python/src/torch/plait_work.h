@@ -14,11 +14,13 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -55,9 +57,12 @@ class CompletionThread {
 
 class PlaitWork : public c10d::Work {
  public:
+  // `finish_limit` bounds a wait without a timeout of its own once the parts are done (the
+  // group's timeout): the wait for whichever thread is finishing the call.
   PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
             std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
-            std::shared_ptr<CompletionThread> completer, std::weak_ptr<Communicator> comm);
+            std::shared_ptr<CompletionThread> completer, std::weak_ptr<Communicator> comm,
+            std::chrono::milliseconds finish_limit);
   ~PlaitWork() override;
 
   void add_part(WorkPtr part) { parts_.push_back(std::move(part)); }
@@ -68,9 +73,12 @@ class PlaitWork : public c10d::Work {
   // After the parts are added: arms completion (finishes at once when there are none).
   static void launch(const c10::intrusive_ptr<PlaitWork>& work);
 
+  // Never blocks: false while another thread is still finishing the call.
   bool isCompleted() override;
   int sourceRank() const override;
   std::vector<at::Tensor> result() override;
+  // Bounded by `timeout`, or without one by the parts' own deadlines and then
+  // `finish_limit`; giving up throws a kTimeout plait::Error naming the rank and the call.
   bool wait(std::chrono::milliseconds timeout) override;
   void synchronize() override {}
   void abort() override;
@@ -80,6 +88,11 @@ class PlaitWork : public c10d::Work {
   void finish_call();
 
  private:
+  enum class Finish { kDone, kNotYet, kBusy };
+  // finish_call, giving up with kBusy when another thread holds the call past `deadline`.
+  Finish try_finish(std::chrono::steady_clock::time_point deadline);
+  [[noreturn]] void give_up(std::chrono::milliseconds waited, const char* what) const;
+
   std::vector<WorkPtr> parts_;
   std::vector<at::Tensor> keep_;
   std::vector<at::Tensor> outputs_;
@@ -88,8 +101,12 @@ class PlaitWork : public c10d::Work {
   // Threads inside wait(): they finish the call themselves, so the completion thread is not
   // woken for a call somebody waits on (a wake-up costs more than a small collective).
   std::atomic<int> waiters_{0};
-  std::mutex finish_mu_;
-  bool finished_ = false;
+  // Held while a thread checks the parts and runs the steps (which may copy a large result):
+  // timed, so that a waiter with a deadline can give up on it.
+  std::timed_mutex finish_mu_;
+  std::atomic<bool> finished_{false};  // written under finish_mu_, read without it
+  const std::string op_;               // "all_reduce", for messages
+  const std::chrono::milliseconds finish_limit_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<CompletionThread> completer_;
   // Not owned: the last reference to a communicator must not go in its own engine thread,

@@ -59,8 +59,11 @@ c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, co
                                                            std::vector<at::Tensor> inputs,
                                                            std::vector<at::Tensor> outputs) {
   if (!c10d::isP2POp(type)) ++seq_;
+  // The same limit the group's operations get (options()): a zero group timeout means
+  // the communicator's own.
+  const auto limit = timeout_.count() > 0 ? timeout_ : comm_->timeout();
   return c10::make_intrusive<PlaitWork>(rank_, type, title, std::move(inputs),
-                                        std::move(outputs), completer_, comm_);
+                                        std::move(outputs), completer_, comm_, limit);
 }
 
 CallOptions PlaitProcessGroup::options(std::chrono::milliseconds op_timeout) const {
