@@ -2,7 +2,10 @@
 
 Usage: numpy_ranks.py <case>; exits 0 when every check of the case holds on this rank.
 """
+import gc
 import sys
+import time
+import weakref
 
 import numpy as np
 
@@ -105,8 +108,88 @@ def errors(c):
             assert "Timed out" in str(e), str(e)
 
 
+def dropped_work(c):
+    """An operation whose Work object Python dropped keeps its buffer alive until it is done.
+
+    The buffers are referenced only through weakrefs, so the check sees exactly what plait
+    holds: before the fix the array was freed while the transport still wrote into it.
+    """
+    n, r = c.size, c.rank
+    count = 1 << 22  # 16 MiB of f32: large enough for the rendezvous path
+    sub = c.split(0, key=r)  # this case's own communicator, dropped at the end
+    if r == 0:
+        a = np.full(count, 1.0, np.float32)
+        ref = weakref.ref(a)
+        sub.allreduce(a)  # the Work is dropped at once
+        del a
+        gc.collect()
+        assert ref() is not None, "the array was released while its allreduce was in flight"
+        wait_for(lambda: (ref() == n).all(), "the allreduce result in the dropped array")
+        # Collectives complete in issue order: once the barrier is done, so is the allreduce,
+        # and plait lets go of its array.
+        sub.barrier().wait()
+        gc.collect()
+        assert ref() is None, "the array stayed pinned after its allreduce completed"
+    else:
+        time.sleep(1.0)  # rank 0's allreduce waits for this rank meanwhile
+        b = np.full(count, 1.0, np.float32)
+        sub.allreduce(b).wait()
+        assert (b == n).all(), b[:3]
+        sub.barrier().wait()
+
+    # A receive into a dropped buffer-protocol object (a bytearray subclass can be weakly
+    # referenced), while the sender holds back.
+    class Landing(bytearray):
+        pass
+
+    pattern = bytes((i * 7 + 3) % 256 for i in range(1 << 20))
+    if r == 0:
+        buf = Landing(len(pattern))
+        ref = weakref.ref(buf)
+        sub.recv(buf, 1, tag=7)
+        del buf
+        gc.collect()
+        assert ref() is not None, "the bytearray was released while its recv was in flight"
+        sub.barrier().wait()  # the sender starts only now
+        wait_for(lambda: bytes(ref()) == pattern, "the message in the dropped bytearray")
+    elif r == 1:
+        sub.barrier().wait()
+        time.sleep(0.3)
+        sub.send(np.frombuffer(pattern, np.uint8), 0, tag=7).wait()
+    else:
+        sub.barrier().wait()
+    # Dropping the communicator ends whatever it still ran; every buffer is let go.
+    del sub
+    gc.collect()
+    if r == 0:
+        assert ref() is None, "the bytearray stayed pinned after its communicator was dropped"
+
+    # A receive that never completes: dropping its communicator cancels it in the transport
+    # first (no byte lands afterwards) and then releases the buffer.
+    sub = c.split(0, key=r)
+    if r == 0:
+        buf = Landing(64)
+        ref = weakref.ref(buf)
+        sub.recv(buf, 1, tag=9)  # nobody sends it
+        del buf
+        gc.collect()
+        assert ref() is not None, "the bytearray was released while its recv was pending"
+    sub.barrier().wait()
+    del sub
+    gc.collect()
+    if r == 0:
+        assert ref() is None, "the pending recv's bytearray outlived its communicator"
+
+
+def wait_for(check, what, limit_s=60):
+    deadline = time.monotonic() + limit_s
+    while not check():
+        assert time.monotonic() < deadline, f"{what} did not arrive within {limit_s} s"
+        time.sleep(0.005)
+
+
 CASES = {"collectives": collectives, "point_to_point": point_to_point, "split": split,
-         "errors": errors}
+         "errors": errors, "dropped_work": dropped_work}
 
 if __name__ == "__main__":
     comm = plait.init(timeout=60)

@@ -46,3 +46,10 @@ def test_split():
 def test_errors_are_python_exceptions_with_context():
     code, out = run_ranks(2, "errors")
     assert code == 0, out
+
+
+def test_dropped_work_keeps_its_buffer_until_done():
+    code, out = run_ranks(2, "dropped_work")
+    assert code == 0, out
+    assert out.count("dropped_work ok") == 2, out
+
