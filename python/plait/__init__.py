@@ -6,9 +6,12 @@
     work = comm.allreduce(grad, op="avg")  # in place, non-blocking
     work.wait()
 
-Every collective takes NumPy arrays (or any C-contiguous buffer-protocol object) and returns
-a Work; failures raise plait.Error subclasses carrying the same message, category and
-context (rank, peer, op) as the C++ library.
+A Communicator has allreduce, reduce, broadcast, allgather, allgatherv, reduce_scatter,
+reduce_scatterv, alltoall, alltoallv, gather, scatter, barrier, send, recv, split and abort.
+Every call takes NumPy arrays (or any C-contiguous buffer-protocol object) and returns a Work
+at once; the buffers stay pinned until the operation is done, even if the Work is dropped.
+Failures raise plait.Error subclasses carrying the same message, category and context (rank,
+peer, op) as the C++ library; bad arguments raise plait.InvalidUsageError and start nothing.
 """
 
 from ._plait import (  # noqa: F401

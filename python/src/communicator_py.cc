@@ -1,4 +1,6 @@
-// The communicator wrapper's lifetime and argument helpers, and its calls.
+// The communicator wrapper's lifetime and argument helpers, and the collectives whose
+// buffers every rank supplies alike; communicator_v_py.cc has the rooted ones and per-rank
+// counts.
 #include "communicator_py.h"
 
 #include <utility>
@@ -50,6 +52,24 @@ void PyCommunicator::same_type(const BufferView& in, const BufferView& out, cons
     throw usage("input is " + std::string(to_string(in.dtype())) + " but output is " +
                     std::string(to_string(out.dtype())),
                 op);
+}
+
+std::vector<size_t> PyCommunicator::per_rank(const std::vector<int64_t>& values, const char* what,
+                                             const char* op) const {
+  if (values.size() != static_cast<size_t>(size()))
+    throw usage(std::string(what) + " has " + std::to_string(values.size()) +
+                    " entries, expected one per rank (" + std::to_string(size()) + ")",
+                op);
+  std::vector<size_t> out;
+  out.reserve(values.size());
+  for (size_t p = 0; p < values.size(); ++p) {
+    if (values[p] < 0)
+      throw usage(std::string(what) + "[" + std::to_string(p) + "] is negative (" +
+                      std::to_string(values[p]) + ")",
+                  op);
+    out.push_back(static_cast<size_t>(values[p]));
+  }
+  return out;
 }
 
 PyWork PyCommunicator::allreduce(py::object data, py::object out, const std::string& op,

@@ -29,6 +29,7 @@ class PyCommunicator {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
 
+  // communicator_py.cc
   PyWork allreduce(pybind11::object data, pybind11::object out, const std::string& op,
                    const std::string& algorithm, double timeout_s);
   PyWork broadcast(pybind11::object data, int root, const std::string& algorithm,
@@ -45,6 +46,26 @@ class PyCommunicator {
   std::optional<PyCommunicator> split(int color, int key);
   void abort(const std::string& reason);
 
+  // communicator_v_py.cc: rooted collectives and per-rank counts
+  PyWork reduce(pybind11::object data, pybind11::object out, const std::string& op, int root,
+                const std::string& algorithm, double timeout_s);
+  PyWork gather(pybind11::object data, pybind11::object out, int root,
+                const std::string& algorithm, double timeout_s);
+  PyWork scatter(pybind11::object data, pybind11::object out, int root,
+                 const std::string& algorithm, double timeout_s);
+  PyWork allgatherv(pybind11::object data, pybind11::object out,
+                    const std::vector<int64_t>& counts, const std::string& algorithm,
+                    double timeout_s);
+  PyWork reduce_scatterv(pybind11::object data, pybind11::object out,
+                         const std::vector<int64_t>& counts, const std::string& op,
+                         const std::string& algorithm, double timeout_s);
+  PyWork alltoallv(pybind11::object data, pybind11::object out,
+                   const std::vector<int64_t>& send_counts,
+                   const std::vector<int64_t>& recv_counts,
+                   const std::optional<std::vector<int64_t>>& send_displs,
+                   const std::optional<std::vector<int64_t>>& recv_displs,
+                   const std::string& algorithm, double timeout_s);
+
  private:
   // invalid_usage naming this rank and `op`.
   Error usage(const std::string& message, const char* op) const;
@@ -52,6 +73,9 @@ class PyCommunicator {
   BufferRef view(pybind11::handle object, bool writable, const char* what, const char* op) const;
   ReduceOp reduction(const std::string& name, const char* op) const;
   void same_type(const BufferView& in, const BufferView& out, const char* op) const;
+  // One count per rank, none negative.
+  std::vector<size_t> per_rank(const std::vector<int64_t>& values, const char* what,
+                               const char* op) const;
 
   // Issues the call without the GIL and ties `buffers` to the Work it returns.
   template <typename Issue>

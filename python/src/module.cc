@@ -52,6 +52,12 @@ PYBIND11_MODULE(_plait, m) {
            doc("Reduces data across ranks into out (default: in place).\n"
                "op: sum, prod, min, max or avg.")
                .c_str())
+      .def("reduce", &PyCommunicator::reduce, py::arg("data"), py::arg("out") = py::none(),
+           py::arg("op") = "sum", py::arg("root") = 0, py::arg("algorithm") = "",
+           py::arg("timeout") = 0.0,
+           doc("Reduces data across ranks into out on root (default: in place on root).\n"
+               "out is only used on root; elsewhere data is only read.")
+               .c_str())
       .def("broadcast", &PyCommunicator::broadcast, py::arg("data"), py::arg("root") = 0,
            py::arg("algorithm") = "", py::arg("timeout") = 0.0,
            doc("Copies root's data into data on every other rank.").c_str())
@@ -59,15 +65,46 @@ PYBIND11_MODULE(_plait, m) {
            py::arg("algorithm") = "", py::arg("timeout") = 0.0,
            doc("out (size x len(data)) gets every rank's data, rank r's at r * len(data).")
                .c_str())
+      .def("allgatherv", &PyCommunicator::allgatherv, py::arg("data"), py::arg("out"),
+           py::arg("counts"), py::arg("algorithm") = "", py::arg("timeout") = 0.0,
+           doc("Like allgather with counts[r] elements from rank r, packed in rank order in "
+               "out (sum(counts) elements). data=None: in place, this rank's block already "
+               "at its offset in out.")
+               .c_str())
       .def("reduce_scatter", &PyCommunicator::reduce_scatter, py::arg("data"), py::arg("out"),
            py::arg("op") = "sum", py::arg("algorithm") = "", py::arg("timeout") = 0.0,
            doc("Reduces data (size x len(out)) across ranks; out gets block rank of the "
                "result.")
                .c_str())
+      .def("reduce_scatterv", &PyCommunicator::reduce_scatterv, py::arg("data"),
+           py::arg("out"), py::arg("counts"), py::arg("op") = "sum", py::arg("algorithm") = "",
+           py::arg("timeout") = 0.0,
+           doc("Like reduce_scatter with blocks of counts[r] elements, packed in rank order "
+               "in data (sum(counts)); out holds counts[rank].")
+               .c_str())
       .def("alltoall", &PyCommunicator::alltoall, py::arg("data"), py::arg("out"),
            py::arg("algorithm") = "", py::arg("timeout") = 0.0,
            doc("Block p of data goes to rank p; block p of out comes from rank p (size equal "
                "blocks each).")
+               .c_str())
+      .def("alltoallv", &PyCommunicator::alltoallv, py::arg("data"), py::arg("out"),
+           py::arg("send_counts"), py::arg("recv_counts"), py::arg("send_displs") = py::none(),
+           py::arg("recv_displs") = py::none(), py::arg("algorithm") = "",
+           py::arg("timeout") = 0.0,
+           doc("send_counts[p] elements from data at send_displs[p] go to rank p; "
+               "recv_counts[p] elements from rank p land in out at recv_displs[p]. "
+               "Displacements default to the counts packed in rank order; data and out must "
+               "be distinct.")
+               .c_str())
+      .def("gather", &PyCommunicator::gather, py::arg("data"), py::arg("out") = py::none(),
+           py::arg("root") = 0, py::arg("algorithm") = "", py::arg("timeout") = 0.0,
+           doc("out on root (size x len(data)) gets every rank's data in rank order; out is "
+               "only used on root.")
+               .c_str())
+      .def("scatter", &PyCommunicator::scatter, py::arg("data"), py::arg("out"),
+           py::arg("root") = 0, py::arg("algorithm") = "", py::arg("timeout") = 0.0,
+           doc("Root's data (size x len(out)) is split in rank order; every rank gets its "
+               "block in out. data is only read on root (others may pass None).")
                .c_str())
       .def("barrier", &PyCommunicator::barrier, py::arg("timeout") = 0.0,
            "Completes once every rank has called it.")

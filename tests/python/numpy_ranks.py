@@ -188,8 +188,203 @@ def wait_for(check, what, limit_s=60):
         time.sleep(0.005)
 
 
+# Data every rank can derive for every rank: small integers, so every reduction is exact.
+FLOAT_DTYPES = [np.float32, np.float64, np.float16]
+
+
+def values(rank, count, dt, salt=0):
+    return ((np.arange(count) * 3 + salt) % 7 + rank + 1).astype(dt)
+
+
+def reference(op, arrays):
+    stack = np.stack(arrays).astype(np.float64)
+    got = {"sum": stack.sum(0), "prod": stack.prod(0), "min": stack.min(0), "max": stack.max(0),
+           "avg": stack.mean(0)}[op]
+    return got.astype(arrays[0].dtype)
+
+
+def same(op, got, want):
+    # avg divides in the data type: allow its last bit of rounding.
+    if op == "avg":
+        return np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3)
+    return np.array_equal(got, want)
+
+
+def ops_for(dt):
+    # prod and avg only where they are exact and in range (small floats); every type has the rest.
+    return ["sum", "min", "max"] + (["prod", "avg"] if dt in FLOAT_DTYPES else [])
+
+
+def rooted(c):
+    """reduce, gather and scatter from every root against a NumPy reference."""
+    n, r = c.size, c.rank
+    for root in range(n):
+        me_root = r == root
+        for dt in DTYPES:
+            for op in ops_for(dt):
+                a = values(r, 11, dt)
+                out = np.full(11, 99, dt) if me_root else None
+                c.reduce(a, out, op=op, root=root).wait()
+                if me_root:
+                    want = reference(op, [values(p, 11, dt) for p in range(n)])
+                    assert same(op, out, want), (root, dt, op, out, want)
+                assert np.array_equal(a, values(r, 11, dt)), "reduce changed its input"
+        # In place on the root (out omitted); the other ranks' inputs are only read.
+        a = values(r, 6, np.float64, salt=root)
+        c.reduce(a, op="avg", root=root).wait()
+        if me_root:
+            assert np.allclose(a, reference("avg", [values(p, 6, np.float64, salt=root)
+                                                    for p in range(n)])), a
+        for dt in (np.int32, np.float16, np.uint8):
+            g = np.full(n * 4, 7, dt) if me_root else None
+            c.gather(values(r, 4, dt, salt=1), g, root=root).wait()
+            if me_root:
+                want = np.concatenate([values(p, 4, dt, salt=1) for p in range(n)])
+                assert np.array_equal(g, want), (root, dt, g)
+            src = np.concatenate([values(p, 3, dt, salt=2) for p in range(n)]) if me_root else None
+            dst = np.zeros(3, dt)
+            c.scatter(src, dst, root=root).wait()
+            assert np.array_equal(dst, values(r, 3, dt, salt=2)), (root, dt, dst)
+        # Zero elements: nothing moves, every rank still takes part.
+        e = np.zeros(0, np.float32)
+        c.reduce(e, np.zeros(0, np.float32) if me_root else None, root=root).wait()
+        c.gather(e, np.zeros(0, np.float32) if me_root else None, root=root).wait()
+        c.scatter(np.zeros(0, np.float32) if me_root else None, e, root=root).wait()
+    # A bytearray on the root gathers u8.
+    g = bytearray(n * 2) if r == n - 1 else None
+    c.gather(bytearray([r, r + 100]), g, root=n - 1).wait()
+    if r == n - 1:
+        assert list(g) == [v for p in range(n) for v in (p, p + 100)], list(g)
+
+
+def offsets(counts):
+    return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
+
+
+def v_collectives(c):
+    """allgatherv, reduce_scatterv and alltoallv with uneven and zero counts."""
+    n, r = c.size, c.rank
+    # Count patterns: uneven, with zeros on some ranks, all zero, and one rank holding all.
+    patterns = [[(p * 3 + 1) % 4 for p in range(n)], [p % 2 * 5 for p in range(n)],
+                [0] * n, [9 if p == n - 1 else 0 for p in range(n)]]
+    for counts in patterns:
+        total, offs = sum(counts), offsets(counts)
+        for dt in (np.float32, np.int64, np.int8, np.float16):
+            mine = values(r, counts[r], dt, salt=total)
+            out = np.full(total, -1, dt)
+            c.allgatherv(mine, out, counts).wait()
+            want = np.concatenate([values(p, counts[p], dt, salt=total) for p in range(n)])
+            assert np.array_equal(out, want), (counts, dt, out, want)
+            # In place: data=None and this rank's block already at its offset.
+            inplace = np.full(total, -1, dt)
+            inplace[offs[r]:offs[r] + counts[r]] = mine
+            c.allgatherv(None, inplace, counts).wait()
+            assert np.array_equal(inplace, want), (counts, dt, inplace)
+            for op in ops_for(dt):
+                full = values(r, total, dt, salt=1)
+                got = np.full(counts[r], -1, dt)
+                c.reduce_scatterv(full, got, counts, op=op).wait()
+                want = reference(op, [values(p, total, dt, salt=1) for p in range(n)])
+                assert same(op, got, want[offs[r]:offs[r] + counts[r]]), (counts, dt, op, got)
+    # alltoallv: rank s sends (s + 2d + k) % 4 elements to rank d, so counts differ per pair and
+    # some are zero; the values name sender, receiver and position.
+    for k in range(3):
+        def amount(s, d):
+            return (s + 2 * d + k) % 4
+
+        def block(s, d):
+            return np.arange(amount(s, d), dtype=np.int64) + 1000 * s + 100 * d
+
+        send_counts = [amount(r, d) for d in range(n)]
+        recv_counts = [amount(s, r) for s in range(n)]
+        data = np.concatenate([block(r, d) for d in range(n)])
+        out = np.full(sum(recv_counts), -1, np.int64)
+        c.alltoallv(data, out, send_counts, recv_counts).wait()
+        assert np.array_equal(out, np.concatenate([block(s, r) for s in range(n)])), (k, out)
+        # Explicit displacements: send blocks spaced by one spare element, received blocks laid
+        # out in reverse rank order with a one-element gap that must stay untouched.
+        send_displs, pos = [], 0
+        spaced = np.full(sum(send_counts) + n, -5, np.int64)
+        for d in range(n):
+            send_displs.append(pos)
+            spaced[pos:pos + send_counts[d]] = block(r, d)
+            pos += send_counts[d] + 1
+        recv_displs, pos = [0] * n, 0
+        for s in reversed(range(n)):
+            recv_displs[s] = pos
+            pos += recv_counts[s] + 1
+        out = np.full(pos, -1, np.int64)
+        c.alltoallv(spaced, out, send_counts, recv_counts, send_displs=send_displs,
+                    recv_displs=recv_displs).wait()
+        want = np.full(pos, -1, np.int64)
+        for s in range(n):
+            want[recv_displs[s]:recv_displs[s] + recv_counts[s]] = block(s, r)
+        assert np.array_equal(out, want), (k, out, want)
+    # Every count zero.
+    z = np.zeros(0, np.float32)
+    c.alltoallv(z, np.zeros(0, np.float32), [0] * n, [0] * n).wait()
+
+
+def expect_invalid(c, op, fn, *words):
+    try:
+        fn()
+    except plait.InvalidUsageError as e:
+        text = str(e)
+        assert e.op == op, (op, e.op, text)
+        assert e.rank == c.rank, (e.rank, text)
+        for w in words:
+            assert w in text, (w, text)
+        return
+    raise AssertionError(f"{op}: the bad arguments were accepted ({words})")
+
+
+def argument_errors(c):
+    """Bad arguments to the new collectives raise InvalidUsageError naming rank and op, and
+    start nothing: the communicator still works afterwards."""
+    n, r = c.size, c.rank
+    f32 = np.zeros(4, np.float32)
+    expect_invalid(c, "reduce", lambda: c.reduce(f32, np.zeros(4, np.int32), root=r), "f32", "i32")
+    expect_invalid(c, "reduce", lambda: c.reduce(f32, np.zeros(5, np.float32), root=r), "4", "5")
+    expect_invalid(c, "reduce", lambda: c.reduce(f32, root=n), "root")
+    expect_invalid(c, "gather", lambda: c.gather(f32, None, root=r), "out")
+    expect_invalid(c, "gather", lambda: c.gather(f32, np.zeros(4 * n + 1, np.float32), root=r),
+                   str(4 * n))
+    expect_invalid(c, "scatter", lambda: c.scatter(None, f32, root=r), "data")
+    expect_invalid(c, "scatter", lambda: c.scatter(np.zeros(3, np.float32), f32, root=r), str(4 * n))
+    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(4 * n, np.float32),
+                                                      [4] * (n + 1)), str(n))
+    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(9 * n, np.float32), [9] * n),
+                   "9", "4")
+    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(4 * n, np.float32),
+                                                      [-4] + [4] * (n - 1)), "negative")
+    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(3, np.float32), [4] * n),
+                   str(4 * n))
+    expect_invalid(c, "reduce_scatterv",
+                   lambda: c.reduce_scatterv(np.zeros(2 * n, np.float32), f32, [2] * n), "2", "4")
+    expect_invalid(c, "reduce_scatterv",
+                   lambda: c.reduce_scatterv(f32, np.zeros(1, np.float32), [1] * n, op="xor"),
+                   "xor")
+    ones = [1] * n
+    expect_invalid(c, "alltoallv", lambda: c.alltoallv(np.zeros(n, np.float32),
+                                                    np.zeros(n, np.float32), ones, ones,
+                                                    send_displs=[0] * (n - 1) + [n]), "send",
+                   f"rank {n - 1}")
+    expect_invalid(c, "alltoallv", lambda: c.alltoallv(np.zeros(n, np.float32),
+                                                    np.zeros(n - 1, np.float32), ones, ones),
+                   "recv")
+    expect_invalid(c, "alltoallv", lambda: c.alltoallv(np.zeros(n, np.float32),
+                                                    np.zeros(n, np.float64), ones, ones), "f64")
+    a = np.zeros(n, np.float32)
+    expect_invalid(c, "alltoallv", lambda: c.alltoallv(a, a, ones, ones), "distinct")
+    # Nothing was started above: the next collective pairs up normally on every rank.
+    out = np.zeros(n, np.int32)
+    c.allgatherv(np.array([r], np.int32), out, ones).wait()
+    assert (out == np.arange(n)).all(), out
+
+
 CASES = {"collectives": collectives, "point_to_point": point_to_point, "split": split,
-         "errors": errors, "dropped_work": dropped_work}
+         "errors": errors, "dropped_work": dropped_work, "rooted": rooted,
+         "v_collectives": v_collectives, "argument_errors": argument_errors}
 
 if __name__ == "__main__":
     comm = plait.init(timeout=60)

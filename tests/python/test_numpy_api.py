@@ -21,6 +21,11 @@ def test_import_exposes_the_api():
 
     for name in ("init", "Communicator", "Work", "Error", "TimeoutError", "ANY_SOURCE"):
         assert hasattr(plait, name), name
+    for op in ("allreduce", "reduce", "broadcast", "allgather", "allgatherv", "reduce_scatter",
+               "reduce_scatterv", "alltoall", "alltoallv", "gather", "scatter", "barrier", "send",
+               "recv", "split", "abort"):
+        assert callable(getattr(plait.Communicator, op, None)), op
+        assert getattr(plait.Communicator, op).__doc__, f"{op} has no docstring"
     assert issubclass(plait.TimeoutError, plait.Error)
     assert issubclass(plait.TimeoutError, TimeoutError)
 
@@ -53,3 +58,23 @@ def test_dropped_work_keeps_its_buffer_until_done():
     assert code == 0, out
     assert out.count("dropped_work ok") == 2, out
 
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_reduce_gather_scatter_from_every_root(n):
+    code, out = run_ranks(n, "rooted")
+    assert code == 0, out
+    assert out.count("rooted ok") == n, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_v_collectives_with_uneven_and_zero_counts(n):
+    code, out = run_ranks(n, "v_collectives")
+    assert code == 0, out
+    assert out.count("v_collectives ok") == n, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_bad_arguments_name_rank_and_op(n):
+    code, out = run_ranks(n, "argument_errors")
+    assert code == 0, out
+    assert out.count("argument_errors ok") == n, out
