@@ -399,20 +399,32 @@ def group_dropped_in_its_completion_thread():
     default = dist.distributed_c10d._get_default_group()
     rounds, calls = 12, 4
     want = float(n * (n + 1) // 2)
-    results = []
+    results, groups_gone, tensors = [], [], []
+
+    class Gone:
+        """Dropped right after the group it travels with (a tuple drops its items last first),
+        so by the time it says so, the group's destructor has returned."""
+
+        def __del__(self):
+            groups_gone.append(1)
+
     for i in range(rounds):
         pg = default.subgroup(list(range(n)), datetime.timedelta(seconds=60))
         if me == i % n:
             time.sleep(0.1)  # the others' calls wait for this rank
-        tensors = [torch.full((4096,), float(me + 1)) for _ in range(calls)]
-        futures = [pg.allreduce([t]).get_future() for t in tensors]
+        # Python keeps the tensors, so dropping them in the completion thread needs no GIL.
+        tensors.append([torch.full((4096,), float(me + 1)) for _ in range(calls)])
+        futures = [pg.allreduce([t]).get_future() for t in tensors[-1]]
         for f in futures[:-1]:
             f.then(lambda f: results.append(f.value()[0][0].item()))
-        futures[-1].then(lambda f, keep=pg: results.append(f.value()[0][0].item()))
+        futures[-1].then(lambda f, keep=(Gone(), pg): results.append(f.value()[0][0].item()))
         del pg, futures, f
     deadline = time.monotonic() + 60
-    while len(results) < rounds * calls:
-        assert time.monotonic() < deadline, f"only {len(results)} of {rounds * calls} calls done"
+    # Every group is destroyed before this rank moves on to exit: a thread that still runs a
+    # group's destructor when the interpreter finalizes cannot take the GIL back.
+    while len(results) < rounds * calls or len(groups_gone) < rounds:
+        assert time.monotonic() < deadline, \
+            f"{len(results)} of {rounds * calls} calls done, {len(groups_gone)} groups gone"
         time.sleep(0.01)
     assert results == [want] * (rounds * calls), results
     print(f"rank {me}: group_dropped_in_its_completion_thread ok", flush=True)
