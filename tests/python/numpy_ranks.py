@@ -343,39 +343,33 @@ def argument_errors(c):
     start nothing: the communicator still works afterwards."""
     n, r = c.size, c.rank
     f32 = np.zeros(4, np.float32)
-    expect_invalid(c, "reduce", lambda: c.reduce(f32, np.zeros(4, np.int32), root=r), "f32", "i32")
-    expect_invalid(c, "reduce", lambda: c.reduce(f32, np.zeros(5, np.float32), root=r), "4", "5")
-    expect_invalid(c, "reduce", lambda: c.reduce(f32, root=n), "root")
-    expect_invalid(c, "gather", lambda: c.gather(f32, None, root=r), "out")
-    expect_invalid(c, "gather", lambda: c.gather(f32, np.zeros(4 * n + 1, np.float32), root=r),
-                   str(4 * n))
-    expect_invalid(c, "scatter", lambda: c.scatter(None, f32, root=r), "data")
-    expect_invalid(c, "scatter", lambda: c.scatter(np.zeros(3, np.float32), f32, root=r), str(4 * n))
-    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(4 * n, np.float32),
-                                                      [4] * (n + 1)), str(n))
-    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(9 * n, np.float32), [9] * n),
-                   "9", "4")
-    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(4 * n, np.float32),
-                                                      [-4] + [4] * (n - 1)), "negative")
-    expect_invalid(c, "allgatherv", lambda: c.allgatherv(f32, np.zeros(3, np.float32), [4] * n),
-                   str(4 * n))
-    expect_invalid(c, "reduce_scatterv",
-                   lambda: c.reduce_scatterv(np.zeros(2 * n, np.float32), f32, [2] * n), "2", "4")
-    expect_invalid(c, "reduce_scatterv",
-                   lambda: c.reduce_scatterv(f32, np.zeros(1, np.float32), [1] * n, op="xor"),
-                   "xor")
+
+    def f32s(count):
+        return np.zeros(count, np.float32)
+
+    bad = expect_invalid
+    bad(c, "reduce", lambda: c.reduce(f32, np.zeros(4, np.int32), root=r), "f32", "i32")
+    bad(c, "reduce", lambda: c.reduce(f32, f32s(5), root=r), "4", "5")
+    bad(c, "reduce", lambda: c.reduce(f32, root=n), "root")
+    bad(c, "gather", lambda: c.gather(f32, None, root=r), "out")
+    bad(c, "gather", lambda: c.gather(f32, f32s(4 * n + 1), root=r), str(4 * n))
+    bad(c, "scatter", lambda: c.scatter(None, f32, root=r), "data")
+    bad(c, "scatter", lambda: c.scatter(f32s(3), f32, root=r), str(4 * n))
+    bad(c, "allgatherv", lambda: c.allgatherv(f32, f32s(4 * n), [4] * (n + 1)), str(n))
+    bad(c, "allgatherv", lambda: c.allgatherv(f32, f32s(9 * n), [9] * n), "9", "4")
+    bad(c, "allgatherv", lambda: c.allgatherv(f32, f32s(4 * n), [-4] + [4] * (n - 1)),
+        "negative")
+    bad(c, "allgatherv", lambda: c.allgatherv(f32, f32s(3), [4] * n), str(4 * n))
+    bad(c, "reduce_scatterv", lambda: c.reduce_scatterv(f32s(2 * n), f32, [2] * n), "2", "4")
+    bad(c, "reduce_scatterv", lambda: c.reduce_scatterv(f32, f32s(1), [1] * n, op="xor"), "xor")
     ones = [1] * n
-    expect_invalid(c, "alltoallv", lambda: c.alltoallv(np.zeros(n, np.float32),
-                                                    np.zeros(n, np.float32), ones, ones,
-                                                    send_displs=[0] * (n - 1) + [n]), "send",
-                   f"rank {n - 1}")
-    expect_invalid(c, "alltoallv", lambda: c.alltoallv(np.zeros(n, np.float32),
-                                                    np.zeros(n - 1, np.float32), ones, ones),
-                   "recv")
-    expect_invalid(c, "alltoallv", lambda: c.alltoallv(np.zeros(n, np.float32),
-                                                    np.zeros(n, np.float64), ones, ones), "f64")
-    a = np.zeros(n, np.float32)
-    expect_invalid(c, "alltoallv", lambda: c.alltoallv(a, a, ones, ones), "distinct")
+    bad(c, "alltoallv", lambda: c.alltoallv(f32s(n), f32s(n), ones, ones,
+                                            send_displs=[0] * (n - 1) + [n]),
+        "send", f"rank {n - 1}")
+    bad(c, "alltoallv", lambda: c.alltoallv(f32s(n), f32s(n - 1), ones, ones), "recv")
+    bad(c, "alltoallv", lambda: c.alltoallv(f32s(n), np.zeros(n, np.float64), ones, ones), "f64")
+    a = f32s(n)
+    bad(c, "alltoallv", lambda: c.alltoallv(a, a, ones, ones), "distinct")
     # Nothing was started above: the next collective pairs up normally on every rank.
     out = np.zeros(n, np.int32)
     c.allgatherv(np.array([r], np.int32), out, ones).wait()
