@@ -512,13 +512,17 @@ void CommEngine::control_recv_failed() {
     std::lock_guard lock(mu_);
     if (abort_error_) return;  // cancelled by our own abort: nothing more to hear
   }
-  // Only a live member can send a notice; with none left, a new receive would fail at once.
-  for (int peer = 0; peer < size(); ++peer) {
-    if (peer != rank_ && !fabric_->peer_failed(fabric_rank_[peer])) {
-      post_control_recv();
-      return;
-    }
+  bool member_alive = false;
+  for (int peer = 0; peer < size(); ++peer)
+    if (peer != rank_ && !fabric_->peer_failed(fabric_rank_[peer])) member_alive = true;
+  // With every member gone no notice can come any more, but one may be waiting in the
+  // fabric already, sent before its sender left: one more receive takes it, or fails at once
+  // when there is none (and then no other follows).
+  if (!member_alive) {
+    if (last_control_recv_) return;
+    last_control_recv_ = true;
   }
+  post_control_recv();
 }
 
 void CommEngine::post_control_recv() {

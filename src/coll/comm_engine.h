@@ -171,6 +171,7 @@ class CommEngine final : public WorkDriver {
   std::vector<char> scratch_;
   ScheduleCache schedules_;
   std::vector<char> control_buf_;
+  bool last_control_recv_ = false;  // posted after every member had gone (drive_mu_)
   std::string abort_notice_;  // the text sent to peers; lives until the sends are done
   std::thread thread_;
 };
