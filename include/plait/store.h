@@ -76,7 +76,10 @@ std::shared_ptr<Store> connect_tcp_store(const std::string& host, int port,
 class TcpStoreServer {
  public:
   // port 0 picks a free port; `host` is the address to bind ("0.0.0.0", "127.0.0.1").
-  TcpStoreServer(const std::string& host, int port, std::string job_token);
+  // `max_handshakes`: connections authenticated at once, one thread each; later ones wait in
+  // the listen queue. 0 reads PLAIT_STORE_MAX_HANDSHAKES (default 256). Throws
+  // Error(kInvalidUsage) when that variable does not parse.
+  TcpStoreServer(const std::string& host, int port, std::string job_token, int max_handshakes = 0);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

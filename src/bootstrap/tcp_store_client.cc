@@ -153,9 +153,13 @@ class TcpStoreClient : public Store {
     net::send_all(fd_.get(), frame.data(), frame.size(), deadline);
     uint8_t header[kFrameHeaderBytes];
     net::recv_all(fd_.get(), header, sizeof header, deadline);
+    // Checked before anything is allocated for it: the length is the peer's word.
     uint32_t len = read_frame_length(header);
-    if (len == 0 || len > kMaxFrameBytes)
-      throw invalid_usage("malformed store message: frame length " + std::to_string(len));
+    if (len == 0) throw invalid_usage("malformed store message: an empty reply frame");
+    if (len > kMaxFrameBytes)
+      throw invalid_usage("malformed store message: a reply frame of " + std::to_string(len) +
+                          " bytes is over the limit of " + std::to_string(kMaxFrameBytes) +
+                          " bytes");
     Bytes body(len);
     net::recv_all(fd_.get(), body.data(), body.size(), deadline);
     return body;

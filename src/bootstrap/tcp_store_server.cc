@@ -1,148 +1,73 @@
-// The embedded TCP store server (wire format in store_protocol.h).
-//
-// One event-loop thread (epoll) owns every key and every authenticated connection, so the
-// data needs no lock and a GET/WAIT that cannot be answered yet is simply parked until a SET
-// or ADD makes it answerable, or its deadline passes. The job-token handshake is blocking by
-// contract (core/auth.h), so each new connection runs it on a short-lived thread of its own:
-// a slow or hostile client then costs one sleeping thread, never the loop's attention.
+// The embedded TCP store server's event loop: accepting (no faster than handshakes finish),
+// reading frames, writing replies, closing. What requests do is in tcp_store_requests.cc;
+// the design is at the top of tcp_store_server_impl.h.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
-#include <list>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <thread>
 
-#include "bootstrap/store_protocol.h"
-#include "core/auth.h"
-#include "core/clock.h"
-#include "core/log.h"
-#include "core/socket.h"
+#include "bootstrap/tcp_store_server_impl.h"
+#include "core/config.h"
 #include "plait/error.h"
-#include "plait/store.h"
 
 namespace plait {
 namespace {
 
 using namespace store_wire;
 
-// Long enough for a loaded host, short enough that a silent client's thread goes away.
-constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
-// Caps a client's timeout so deadline arithmetic cannot overflow.
-constexpr auto kMaxRequestWait = std::chrono::hours(24 * 365);
 // The loop wakes at least this often even with nothing to do, so no wait is unbounded.
 constexpr int kMaxIdleMs = 1000;
 // Out of file descriptors, the level-triggered listener would spin; accepting pauses instead.
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// What one connection may have received and not yet served: a whole frame of the largest
+// size plus one read. More means a client that keeps sending while its request is parked.
+constexpr size_t kReadChunk = 65536;
+constexpr size_t kMaxBufferedBytes = kFrameHeaderBytes + kMaxFrameBytes + kReadChunk;
 
-// A GET or WAIT the server cannot answer yet.
-struct Parked {
-  Op op;
-  std::vector<std::string> keys;
-  Clock::time_point deadline;
-};
+std::string endpoint(const std::string& host, int port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
 
-struct Conn {
-  net::Fd fd;
-  std::string peer;
-  Bytes in;   // received bytes not yet parsed
-  Bytes out;  // reply bytes not yet sent
-  size_t out_sent = 0;
-  bool want_write = false;  // EPOLLOUT is registered
-  std::optional<Parked> parked;
-  bool dead = false;  // to be closed at the end of the loop iteration
-};
+// 0 means PLAIT_STORE_MAX_HANDSHAKES, read (and checked) by the config registry.
+int handshake_limit(int requested) {
+  if (requested < 0)
+    throw invalid_usage("store server: at most " + std::to_string(requested) +
+                            " handshakes at once makes no sense; pass 0 for "
+                            "PLAIT_STORE_MAX_HANDSHAKES or a positive number",
+                        {.op = "store serve"});
+  if (requested > 0) return requested;
+  std::map<std::string, std::string> env;
+  if (const char* value = std::getenv("PLAIT_STORE_MAX_HANDSHAKES"))
+    env["PLAIT_STORE_MAX_HANDSHAKES"] = value;
+  return Config::from_env(env).store_max_handshakes;
+}
 
 }  // namespace
 
-struct TcpStoreServer::Impl {
-  Impl(const std::string& host, int port, std::string job_token);
-  ~Impl();
-
-  // One per connection still proving its token.
-  struct Handshake {
-    std::thread thread;
-    int fd = -1;  // owned by the thread: others may shut it down while !done, never close it
-    bool done = false;
-  };
-
-  // Handshake threads (and the loop, which starts them).
-  void start_handshake(net::Fd fd);
-  void run_handshake(Handshake& h);
-  void wake_loop();
-
-  // The loop thread only.
-  void loop();
-  void accept_ready();
-  void adopt_authenticated();
-  void reap_handshakes();
-  void on_readable(Conn& c);
-  void flush(Conn& c);
-  void serve(Conn& c);
-  void execute(Conn& c, Reader& r);
-  void reply(Conn& c, Bytes frame);
-  void reply_status(Conn& c, Status status, const std::vector<std::string>& missing_keys = {},
-                    const std::string& error = {});
-  void pause_accepting(int err);
-  void resume_accepting();
-  void answer_or_park(Conn& c, Op op, std::vector<std::string> keys, uint64_t timeout_ms);
-  void answer_ready(Conn& c, Op op, const std::vector<std::string>& keys);
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const;
-  void unpark(int fd, Conn& c);
-  void key_changed(const std::string& key);
-  void expire_parked();
-  void run_unparked();
-  // Marks a connection for closing; quiet for ordinary disconnects, a warning for clients
-  // that break the protocol.
-  void drop(Conn& c, LogLevel level, const std::string& why);
-  void close_dead();
-  void set_events(Conn& c, bool want_write);
-
-  const std::string token;
-  net::Fd listener;
-  int port = 0;
-  net::Fd epoll;
-  net::Fd wake;
-  std::atomic<bool> stopping{false};
-  std::thread loop_thread;
-  std::optional<Clock::time_point> accept_paused_until;
-
-  std::mutex hs_mu;  // guards handshakes and authenticated, shared with handshake threads
-  std::list<Handshake> handshakes;     // a list: threads hold references to their entry
-  std::vector<net::Fd> authenticated;  // waiting for the loop to adopt them
-
-  std::map<std::string, Bytes> data;
-  std::map<int, Conn> conns;
-  std::map<std::string, std::set<int>> waiting_on;  // key -> connections parked on it
-  std::set<std::pair<Clock::time_point, int>> deadlines;
-  std::vector<int> unparked;  // may hold further pipelined requests to serve
-  std::vector<int> dying;     // connections marked dead
-};
-
-TcpStoreServer::Impl::Impl(const std::string& host, int port_in, std::string job_token)
-    : token(std::move(job_token)) {
-  listener = net::listen_tcp(host, port_in);
+TcpStoreServer::Impl::Impl(const std::string& host, int port_in, std::string job_token,
+                           int max_handshakes)
+    : token(std::move(job_token)),
+      listener(net::listen_tcp(host, port_in)),
+      port(net::local_port(listener.get())),
+      address(endpoint(host, port)),
+      handshakes(token, handshake_limit(max_handshakes), address, [this] { wake_loop(); }) {
   net::set_nonblocking(listener.get());
-  port = net::local_port(listener.get());
   epoll = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid())
     throw system_error("store server: epoll_create1", errno, {.op = "store serve"});
   wake = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) throw system_error("store server: eventfd", errno, {.op = "store serve"});
-  for (int fd : {listener.get(), wake.get()}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-      throw system_error("store server: epoll_ctl", errno, {.op = "store serve"});
-  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake.get();
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &ev) != 0)
+    throw system_error("store server: epoll_ctl", errno, {.op = "store serve"});
+  update_listener();
   loop_thread = std::thread([this] { loop(); });
 }
 
@@ -150,80 +75,12 @@ TcpStoreServer::Impl::~Impl() {
   stopping = true;
   wake_loop();
   if (loop_thread.joinable()) loop_thread.join();
-  std::list<Handshake> pending;
-  {
-    std::lock_guard lock(hs_mu);
-    // Shutting down (not closing) the socket makes a blocked handshake fail at once while
-    // its thread still owns the descriptor.
-    for (auto& h : handshakes)
-      if (!h.done) ::shutdown(h.fd, SHUT_RDWR);
-    pending.splice(pending.end(), handshakes);
-  }
-  for (auto& h : pending) h.thread.join();
+  handshakes.stop();  // before `wake` closes: a finishing handshake still rings it
 }
 
 void TcpStoreServer::Impl::wake_loop() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake.get(), &one, sizeof one);
-}
-
-void TcpStoreServer::Impl::start_handshake(net::Fd fd) {
-  std::lock_guard lock(hs_mu);
-  Handshake& h = handshakes.emplace_back();
-  h.fd = fd.get();
-  try {
-    h.thread = std::thread([this, &h] { run_handshake(h); });
-  } catch (const std::system_error& e) {
-    handshakes.pop_back();
-    log(LogLevel::kWarn, "store server on port ", port, ": cannot start a handshake thread (",
-        e.what(), "); dropping the connection from ", net::peer_address(fd.get()));
-    return;  // fd closes here
-  }
-  fd.release();
-}
-
-void TcpStoreServer::Impl::run_handshake(Handshake& h) {
-  {
-    // The descriptor becomes this thread's once start_handshake has returned; taking the
-    // lock waits for that.
-    std::lock_guard lock(hs_mu);
-  }
-  net::Fd fd(h.fd);
-  std::string error;
-  // Nobody else sees a refused client, so the server says why it closed the door; a peer
-  // that merely hung up (a port probe, a rank that died) is not worth a warning.
-  LogLevel level = LogLevel::kWarn;
-  try {
-    net::set_nodelay(fd.get());
-    auth::accept_handshake(fd.get(), token, kAuthLabel, Deadline::after(kHandshakeTimeout));
-  } catch (const Error& e) {
-    error = e.what();
-    if (e.category() == ErrorCategory::kRemote) level = LogLevel::kInfo;
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  bool stopped;
-  {
-    std::lock_guard lock(hs_mu);
-    h.done = true;
-    stopped = stopping;
-    if (error.empty() && !stopped) authenticated.push_back(std::move(fd));
-  }
-  if (!error.empty() && !stopped) log(level, "store server on port ", port, ": ", error);
-  wake_loop();
-}
-
-void TcpStoreServer::Impl::reap_handshakes() {
-  std::list<Handshake> finished;
-  {
-    std::lock_guard lock(hs_mu);
-    for (auto it = handshakes.begin(); it != handshakes.end();) {
-      auto next = std::next(it);
-      if (it->done) finished.splice(finished.end(), handshakes, it);
-      it = next;
-    }
-  }
-  for (auto& h : finished) h.thread.join();  // each has returned or is about to
 }
 
 void TcpStoreServer::Impl::loop() {
@@ -246,7 +103,6 @@ void TcpStoreServer::Impl::loop() {
           uint64_t count;
           [[maybe_unused]] ssize_t r = ::read(wake.get(), &count, sizeof count);
           adopt_authenticated();
-          reap_handshakes();
         } else if (auto it = conns.find(fd); it != conns.end()) {
           if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
             on_readable(it->second);
@@ -258,10 +114,13 @@ void TcpStoreServer::Impl::loop() {
       expire_parked();
       run_unparked();
       close_dead();
-      if (accept_paused_until && Clock::now() >= *accept_paused_until) resume_accepting();
+      if (accept_paused_until && Clock::now() >= *accept_paused_until) {
+        accept_paused_until.reset();
+        update_listener();
+      }
     }
   } catch (const std::exception& e) {
-    log(LogLevel::kError, "store server on port ", port, " stopped: ", e.what());
+    log(LogLevel::kError, "store server on ", address, " stopped: ", e.what());
   }
   // Closing every socket now, not at destruction, turns clients' waits into prompt errors.
   conns.clear();
@@ -269,53 +128,62 @@ void TcpStoreServer::Impl::loop() {
 }
 
 void TcpStoreServer::Impl::accept_ready() {
-  for (;;) {
+  while (!handshakes.full()) {
     int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
-      start_handshake(net::Fd(fd));
+      handshakes.start(net::Fd(fd));
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
       pause_accepting(errno);
     } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      log(LogLevel::kWarn, "store server on port ", port, ": accept: ", std::strerror(errno));
+      log(LogLevel::kWarn, "store server on ", address, ": accept: ", std::strerror(errno));
     }
     return;
   }
+  // Full: the others wait in the listen queue until a handshake finishes. A client that
+  // holds its slot until the handshake times out is logged by name when it does.
+  const LogLevel level = told_handshake_limit ? LogLevel::kDebug : LogLevel::kInfo;
+  told_handshake_limit = true;
+  log(level, "store server on ", address, ": ", handshakes.limit(),
+      " connections are proving the job token at once (PLAIT_STORE_MAX_HANDSHAKES); further "
+      "clients wait in the listen queue until one finishes or gives up after 30 s");
+  update_listener();
 }
 
 // Waiting clients stay in the listen backlog (their connect timeout still runs) until a
 // descriptor frees up.
 void TcpStoreServer::Impl::pause_accepting(int err) {
-  log(LogLevel::kWarn, "store server on port ", port, ": cannot accept more clients (",
+  log(LogLevel::kWarn, "store server on ", address, ": cannot accept more clients (",
       std::strerror(err), "); with this many ranks, raise the open-file limit (ulimit -n)");
-  if (::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, listener.get(), nullptr) == 0)
-    accept_paused_until = Clock::now() + kAcceptPause;
+  accept_paused_until = Clock::now() + kAcceptPause;
+  update_listener();
 }
 
-void TcpStoreServer::Impl::resume_accepting() {
+void TcpStoreServer::Impl::update_listener() {
+  const bool want = !accept_paused_until && !handshakes.full();
+  if (want == listening) return;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listener.get();
-  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener.get(), &ev) != 0)
+  if (::epoll_ctl(epoll.get(), want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, listener.get(), &ev) != 0)
     throw system_error("epoll_ctl on the listening socket", errno);
-  accept_paused_until.reset();
+  listening = want;
 }
 
+// A handshake finished: its connection joins the loop if it proved the token, and its slot
+// may let the listener back in.
 void TcpStoreServer::Impl::adopt_authenticated() {
-  std::vector<net::Fd> ready;
-  {
-    std::lock_guard lock(hs_mu);
-    ready.swap(authenticated);
-  }
+  std::vector<net::Fd> ready = handshakes.take_authenticated();
+  update_listener();
   for (auto& fd : ready) {
     int raw = fd.get();
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = raw;
     if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, raw, &ev) != 0) {
-      log(LogLevel::kWarn, "store server on port ", port, ": epoll_ctl: ", std::strerror(errno));
+      log(LogLevel::kWarn, "store server on ", address, ": epoll_ctl: ", std::strerror(errno));
       continue;
     }
     Conn& c = conns[raw];
@@ -326,9 +194,19 @@ void TcpStoreServer::Impl::adopt_authenticated() {
 }
 
 void TcpStoreServer::Impl::on_readable(Conn& c) {
-  uint8_t buf[65536];
+  uint8_t buf[kReadChunk];
   bool eof = false;
   for (;;) {
+    // The frame in front is checked as soon as its header is in, so a length over the limit
+    // is refused before its body is buffered.
+    if (c.in.size() >= kFrameHeaderBytes && read_frame_length(c.in.data()) > kMaxFrameBytes)
+      return refuse_frame(c, read_frame_length(c.in.data()));
+    if (c.in.size() > kMaxBufferedBytes) {
+      return drop(c, LogLevel::kWarn,
+                  "sent " + std::to_string(c.in.size()) +
+                      " bytes ahead of the server, over the limit of " +
+                      std::to_string(kMaxBufferedBytes) + " (one maximal frame and a read)");
+    }
     ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
       c.in.insert(c.in.end(), buf, buf + n);
@@ -351,7 +229,7 @@ void TcpStoreServer::Impl::serve(Conn& c) {
   while (!c.parked && !c.dead && c.in.size() - off >= kFrameHeaderBytes) {
     uint32_t len = read_frame_length(c.in.data() + off);
     if (len > kMaxFrameBytes) {
-      drop(c, LogLevel::kWarn, "sent a frame of " + std::to_string(len) + " bytes, over the limit");
+      refuse_frame(c, len);
       break;
     }
     if (c.in.size() - off - kFrameHeaderBytes < len) break;
@@ -366,139 +244,14 @@ void TcpStoreServer::Impl::serve(Conn& c) {
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(off));
 }
 
-void TcpStoreServer::Impl::execute(Conn& c, Reader& r) {
-  auto op = static_cast<Op>(r.u8());
-  switch (op) {
-    case Op::kSet: {
-      std::string key = r.str();
-      Bytes value = r.bytes();
-      r.expect_end();
-      data[key] = std::move(value);
-      reply_status(c, Status::kOk);
-      key_changed(key);
-      return;
-    }
-    case Op::kGet: {
-      uint64_t timeout_ms = r.u64();
-      std::string key = r.str();
-      r.expect_end();
-      answer_or_park(c, op, {std::move(key)}, timeout_ms);
-      return;
-    }
-    case Op::kAdd: {
-      std::string key = r.str();
-      int64_t delta = r.i64();
-      r.expect_end();
-      int64_t value = 0;
-      if (auto it = data.find(key); it != data.end()) {
-        std::optional<int64_t> old = parse_decimal(it->second);
-        if (!old) {
-          return reply_status(c, Status::kError, {},
-                              "the value of key '" + key + "' is not a decimal integer");
-        }
-        value = *old;
-      }
-      if (__builtin_add_overflow(value, delta, &value)) {
-        return reply_status(c, Status::kError, {},
-                            "adding " + std::to_string(delta) + " to key '" + key + "' overflows");
-      }
-      std::string text = std::to_string(value);
-      data[key] = Bytes(text.begin(), text.end());
-      reply(c, Writer().u8(uint8_t(Status::kOk)).i64(value).finish());
-      key_changed(key);
-      return;
-    }
-    case Op::kWait: {
-      uint64_t timeout_ms = r.u64();
-      std::vector<std::string> keys = r.strings();
-      r.expect_end();
-      answer_or_park(c, op, std::move(keys), timeout_ms);
-      return;
-    }
-    case Op::kCheck: {
-      std::string key = r.str();
-      r.expect_end();
-      reply(c, Writer().u8(uint8_t(Status::kOk)).u8(data.count(key) ? 1 : 0).finish());
-      return;
-    }
-  }
-  throw invalid_usage("malformed store message: unknown op " + std::to_string(int(op)));
-}
-
-std::vector<std::string> TcpStoreServer::Impl::missing(const std::vector<std::string>& keys) const {
-  std::vector<std::string> out;
-  for (const auto& k : keys)
-    if (!data.count(k)) out.push_back(k);
-  return out;
-}
-
-void TcpStoreServer::Impl::answer_ready(Conn& c, Op op, const std::vector<std::string>& keys) {
-  Writer w;
-  w.u8(uint8_t(Status::kOk));
-  if (op == Op::kGet) w.bytes(data.at(keys.front()));
-  reply(c, w.finish());
-}
-
-void TcpStoreServer::Impl::answer_or_park(Conn& c, Op op, std::vector<std::string> keys,
-                                          uint64_t timeout_ms) {
-  std::vector<std::string> absent = missing(keys);
-  if (absent.empty()) return answer_ready(c, op, keys);
-  if (timeout_ms == 0) return reply_status(c, Status::kTimeout, absent);
-  auto wait =
-      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(timeout_ms), kMaxRequestWait);
-  int fd = c.fd.get();
-  c.parked = Parked{op, std::move(keys), Clock::now() + wait};
-  for (const auto& k : absent) waiting_on[k].insert(fd);
-  deadlines.emplace(c.parked->deadline, fd);
-}
-
-void TcpStoreServer::Impl::unpark(int fd, Conn& c) {
-  if (!c.parked) return;
-  for (const auto& k : c.parked->keys) {
-    auto it = waiting_on.find(k);
-    if (it == waiting_on.end()) continue;
-    it->second.erase(fd);
-    if (it->second.empty()) waiting_on.erase(it);
-  }
-  deadlines.erase({c.parked->deadline, fd});
-  c.parked.reset();
-}
-
-void TcpStoreServer::Impl::key_changed(const std::string& key) {
-  auto it = waiting_on.find(key);
-  if (it == waiting_on.end()) return;
-  std::vector<int> fds(it->second.begin(), it->second.end());
-  for (int fd : fds) {
-    Conn& w = conns.at(fd);
-    if (!w.parked || !missing(w.parked->keys).empty()) continue;
-    Parked p = *w.parked;
-    unpark(fd, w);
-    unparked.push_back(fd);
-    answer_ready(w, p.op, p.keys);
-  }
-}
-
-void TcpStoreServer::Impl::expire_parked() {
-  auto now = Clock::now();
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
-    int fd = deadlines.begin()->second;
-    Conn& c = conns.at(fd);
-    std::vector<std::string> absent = missing(c.parked->keys);
-    unpark(fd, c);
-    unparked.push_back(fd);
-    reply_status(c, Status::kTimeout, absent);
-  }
-}
-
-void TcpStoreServer::Impl::run_unparked() {
-  while (!unparked.empty()) {
-    std::vector<int> batch;
-    batch.swap(unparked);
-    for (int fd : batch) {
-      auto it = conns.find(fd);
-      if (it != conns.end()) serve(it->second);
-    }
-  }
+// The peer hears why before the connection closes: nothing after a frame that cannot be
+// read could be parsed in step, and nothing is allocated for it. (Best effort: if the peer has
+// sent more, closing with its bytes unread resets the connection and may lose the reply.)
+void TcpStoreServer::Impl::refuse_frame(Conn& c, uint32_t length) {
+  const std::string why = "a frame of " + std::to_string(length) + " bytes is over the limit of " +
+                          std::to_string(kMaxFrameBytes) + " bytes";
+  reply_status(c, Status::kError, {}, why + "; closing the connection");
+  drop(c, LogLevel::kWarn, "sent " + why);
 }
 
 void TcpStoreServer::Impl::reply(Conn& c, Bytes frame) {
@@ -509,17 +262,6 @@ void TcpStoreServer::Impl::reply(Conn& c, Bytes frame) {
     c.out.insert(c.out.end(), frame.begin(), frame.end());
   }
   flush(c);
-}
-
-// OK without a payload, TIMEOUT with the missing keys, or ERROR with a message.
-void TcpStoreServer::Impl::reply_status(Conn& c, Status status,
-                                        const std::vector<std::string>& missing_keys,
-                                        const std::string& error) {
-  Writer w;
-  w.u8(uint8_t(status));
-  if (status == Status::kTimeout) write_strings(w, missing_keys);
-  if (status == Status::kError) w.str(error);
-  reply(c, w.finish());
 }
 
 void TcpStoreServer::Impl::flush(Conn& c) {
@@ -559,7 +301,7 @@ void TcpStoreServer::Impl::drop(Conn& c, LogLevel level, const std::string& why)
   if (c.dead) return;
   c.dead = true;
   dying.push_back(c.fd.get());
-  log(level, "store server on port ", port, ": client ", c.peer, ": ", why);
+  log(level, "store server on ", address, ": client ", c.peer, ": ", why);
 }
 
 void TcpStoreServer::Impl::close_dead() {
@@ -572,8 +314,9 @@ void TcpStoreServer::Impl::close_dead() {
   dying.clear();
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string job_token)
-    : impl_(std::make_unique<Impl>(host, port, std::move(job_token))) {}
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string job_token,
+                               int max_handshakes)
+    : impl_(std::make_unique<Impl>(host, port, std::move(job_token), max_handshakes)) {}
 
 TcpStoreServer::~TcpStoreServer() = default;
 
