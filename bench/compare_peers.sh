@@ -6,6 +6,10 @@
 #   NPS="2" REPS=5 PEERS="ompi-shm gloo" bench/compare_peers.sh
 #
 # Prints one markdown table per np: time (us) and busbw (GB/s) per size and implementation.
+# Every implementation is measured and reported alike: the slowest rank's mean time per call
+# (a collective is done when its last rank is; busbw is computed from that time), and the
+# result is checked after the timed loop (plait with --check, the peers by their own check);
+# a wrong result shows as FAIL in its cell instead of a number.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"2 4"}
@@ -19,8 +23,16 @@ OUT=$(mktemp -d /tmp/plait-compare.XXXXXX)
 for rep in $(seq 1 "$REPS"); do
   for np in $NPS; do
     for size in $SIZES; do
-      "$PLAIT" bench -n "$np" allreduce --min "$size" --max "$size" \
-        --json "$OUT/plait-np$np-rep$rep-$size.json" >/dev/null
+      json="$OUT/plait-np$np-rep$rep-$size.json"
+      # Exit status 1 means --check found wrong elements: the JSON record says how many and
+      # the table marks it; anything else is a failure of the run itself.
+      status=0
+      "$PLAIT" bench -n "$np" allreduce --min "$size" --max "$size" --check \
+        --json "$json" >/dev/null || status=$?
+      if [ "$status" -ne 0 ] && { [ "$status" -ne 1 ] || [ ! -s "$json" ]; }; then
+        echo "compare_peers: plait bench -n $np at $size bytes failed (exit $status)" >&2
+        exit 1
+      fi
     done
     NP=$np PEERS="$PEERS" SIZES="$SIZES" "$PEERS_DIR/run.sh" > "$OUT/peers-np$np-rep$rep.txt" 2>&1 || true
   done

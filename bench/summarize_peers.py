@@ -1,4 +1,10 @@
-"""Median table of plait bench (--json) and ../shared/peers/run.sh RESULT lines."""
+"""Median table of plait bench (--json --check) and ../shared/peers/run.sh RESULT lines.
+
+Every cell uses one statistic for every implementation: the slowest rank's mean time per
+call (plait's time_us, the peers' max_us; not the peers' avg_us, a mean over ranks that a
+collective does not finish by) and the busbw computed from it. A run whose result check
+failed turns its cell into FAIL.
+"""
 import glob
 import json
 import os
@@ -9,14 +15,17 @@ from collections import defaultdict
 
 
 def main(out_dir, nps):
-    # results[np][impl][bytes] -> list of (time_us, busbw)
+    # results[np][impl][bytes] -> list of (slowest rank's time_us, busbw, checked ok)
     results = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for path in glob.glob(os.path.join(out_dir, "plait-np*.json")):
         np_ = int(re.search(r"np(\d+)", os.path.basename(path)).group(1))
         with open(path) as f:
             for line in f:
                 r = json.loads(line)
-                results[np_]["plait"][r["bytes"]].append((r["time_us"], r["busbw_GBps"]))
+                if r.get("wrong") is None:
+                    sys.exit(f"{path}: no check result (was plait bench run with --check?)")
+                results[np_]["plait"][r["bytes"]].append(
+                    (r["time_us"], r["busbw_GBps"], r["wrong"] == 0))
     for path in glob.glob(os.path.join(out_dir, "peers-np*.txt")):
         np_ = int(re.search(r"np(\d+)", os.path.basename(path)).group(1))
         with open(path) as f:
@@ -25,11 +34,14 @@ def main(out_dir, nps):
                     continue
                 kv = dict(item.split("=", 1) for item in line.split()[1:])
                 results[np_][kv["label"]][int(kv["bytes"])].append(
-                    (float(kv["avg_us"]), float(kv["busbw_GBps"])))
+                    (float(kv["max_us"]), float(kv["busbw_GBps"]), kv.get("check") == "ok"))
     for np_ in [int(n) for n in nps.split()]:
         impls = ["plait"] + sorted(i for i in results[np_] if i != "plait")
         sizes = sorted({b for i in impls for b in results[np_][i]})
-        print(f"\nallreduce f32 sum, np={np_}: median time (us) / busbw (GB/s)\n")
+        runs_per_cell = sorted({len(results[np_][i][b]) for i in impls for b in results[np_][i]})
+        print(f"\nallreduce f32 sum, np={np_}: slowest rank's mean time per call (us) / busbw "
+              f"(GB/s, from that time, factor 2(n-1)/n); median of "
+              f"{'/'.join(map(str, runs_per_cell))} runs; results checked\n")
         print("| bytes | " + " | ".join(impls) + " |")
         print("|---:|" + "---:|" * len(impls))
         for b in sizes:
@@ -38,11 +50,16 @@ def main(out_dir, nps):
                 runs = results[np_][i].get(b)
                 if not runs:
                     cells.append("-")
-                    continue
-                t = statistics.median(r[0] for r in runs)
-                bw = statistics.median(r[1] for r in runs)
-                cells.append(f"{t:.1f} / {bw:.3f}")
+                elif not all(r[2] for r in runs):
+                    cells.append("FAIL")
+                else:
+                    t = statistics.median(r[0] for r in runs)
+                    bw = statistics.median(r[1] for r in runs)
+                    cells.append(f"{t:.1f} / {bw:.3f}")
             print(f"| {b} | " + " | ".join(cells) + " |")
+        if "gloo" in impls:
+            print("\n(gloo's all_reduce works in place; plait and MPI read one buffer and write "
+                  "another.)")
 
 
 if __name__ == "__main__":
