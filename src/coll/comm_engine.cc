@@ -1,4 +1,5 @@
 #include "coll/comm_engine.h"
+#include "coll/engine_internal.h"
 
 #include <sched.h>
 
@@ -10,36 +11,8 @@
 #include "core/reduce.h"
 
 namespace plait::coll {
-namespace {
 
-// Transport contexts: the kind in the top two bits, then per-kind payload.
-constexpr uint64_t kKindShift = 62;
-constexpr uint64_t kCollContext = 0, kP2pContext = 1, kControlContext = 2;
-constexpr uint64_t kGenerationMask = (uint64_t{1} << 30) - 1;
-constexpr size_t kControlBytes = 4096;
-// The engine wakes at least this often even with nothing to do, to check deadlines.
-constexpr auto kMaxSleep = std::chrono::milliseconds(200);
-
-uint64_t coll_context(uint64_t seq) {
-  return (kCollContext << kKindShift) | ((seq & kGenerationMask) << 32);
-}
-
-// Marks the calling thread as the engine's driver while it holds drive_mu_.
-class DriverMark {
- public:
-  explicit DriverMark(std::atomic<std::thread::id>& driver) : driver_(driver) {
-    driver_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  }
-  ~DriverMark() { driver_.store(std::thread::id(), std::memory_order_relaxed); }
-  DriverMark(const DriverMark&) = delete;
-  DriverMark& operator=(const DriverMark&) = delete;
-
- private:
-  std::atomic<std::thread::id>& driver_;
-};
-
-
-}  // namespace
+using namespace engine;
 
 CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
                        std::vector<int> fabric_rank, WaitPolicy policy,
@@ -120,44 +93,6 @@ void CommEngine::start_or_hand_over() {
   cq_->begin_active_polling();
   run_available();
   cq_->end_active_polling();
-}
-
-void CommEngine::abort(const std::string& reason) {
-  if (driver_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
-    do_abort(reason, true);  // called from inside a pass (drive_mu_ is ours already)
-    return;
-  }
-  {
-    std::unique_lock drive(drive_mu_, std::try_to_lock);
-    if (drive.owns_lock()) {
-      DriverMark mark(driver_);
-      do_abort(reason, true);
-      return;
-    }
-  }
-  // Someone drives (possibly spinning for a long time): ask them, and wait until the
-  // cancellation is through, so that the caller may free its buffers when we return.
-  std::unique_lock lock(mu_);
-  if (!abort_error_) {
-    abort_requested_ = true;
-    abort_request_ = reason;
-    submissions_.fetch_add(1, std::memory_order_release);
-    cq_->interrupt();
-  }
-  // Whoever drives takes the request within one pass, and the engine thread looks at least
-  // every kMaxSleep: only a driver stuck outside the engine (a Work callback that never
-  // returns) keeps us waiting this long.
-  if (!abort_done_.wait_for(lock, abort_limit_, [&] { return abort_finished_; }))
-    throw timeout_error("Timed out after " + std::to_string(abort_limit_.count()) +
-                            " ms waiting for the abort to cancel the pending operations: the "
-                            "thread driving the communicator does not return (a Work "
-                            "callback that blocks?); their buffers may still be in use",
-                        {.rank = rank_, .op = "abort"});
-}
-
-std::shared_ptr<const Error> CommEngine::abort_error() const {
-  std::lock_guard lock(mu_);
-  return abort_error_;
 }
 
 void CommEngine::loop() {
@@ -453,81 +388,6 @@ Clock::time_point CommEngine::next_deadline() const {
   if (active_) t = std::min(t, active_->deadline.at());
   for (const auto& [id, p] : p2p_) t = std::min(t, p.deadline.at());
   return t;
-}
-
-// The order is the promise of docs/errors.md: first the fabric cancels every operation of
-// this communicator and guarantees no further access to their buffers, then the Works fail
-// (a waiter released by the failure may free its buffer at once), then abort() returns.
-void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Culprit& culprit) {
-  {
-    std::lock_guard lock(mu_);
-    if (abort_error_) {
-      // Aborted before: everything pending was cancelled and failed then.
-      if (culprit.work) culprit.work->finish(culprit.error);
-      return;
-    }
-    abort_error_ = std::make_shared<const Error>(
-        aborted_error("communicator aborted: " + reason, {.rank = rank_}));
-  }
-  fabric_->cancel(cq_.get());
-  if (culprit.work) culprit.work->finish(culprit.error);  // the first finish wins
-  const auto& error = abort_error_;  // set once, above; never changes afterwards
-  if (active_) {
-    active_->call->work->finish(error);
-    active_.reset();
-  }
-  for (auto& c : queued_) c->work->finish(error);
-  queued_.clear();
-  for (auto& [id, p] : p2p_) p.call->work->finish(error);
-  p2p_.clear();
-  {
-    std::lock_guard lock(mu_);
-    for (auto& c : submitted_colls_) c->work->finish(error);
-    submitted_colls_.clear();
-    for (auto& p : submitted_p2p_) p->work->finish(error);
-    submitted_p2p_.clear();
-    abort_finished_ = true;
-  }
-  abort_done_.notify_all();
-  if (!notify_peers) return;
-  abort_notice_ = reason.substr(0, kControlBytes);
-  for (int peer = 0; peer < size(); ++peer) {
-    if (peer == rank_ || fabric_->peer_failed(fabric_rank_[peer])) continue;
-    try {
-      fabric_->send(fabric_rank_[peer], abort_notice_.data(), abort_notice_.size(),
-                    make_tag(comm_id_, TagKind::kControl, 0), 0, cq_.get(),
-                    (kControlContext << kKindShift) | 1);
-    } catch (const Error&) {
-      // The peer is unreachable; it learns of the failure from its own transport.
-    }
-  }
-}
-
-// The control receive takes any source, so the fabric fails it when any of its peers dies,
-// in this communicator or not. Without a new one this rank would never read the abort
-// notice of the member that saw the death, and would fail later with whatever its own
-// peers do next (a neighbour that aborted and shut down), never naming the rank that died.
-void CommEngine::control_recv_failed() {
-  {
-    std::lock_guard lock(mu_);
-    if (abort_error_) return;  // cancelled by our own abort: nothing more to hear
-  }
-  bool member_alive = false;
-  for (int peer = 0; peer < size(); ++peer)
-    if (peer != rank_ && !fabric_->peer_failed(fabric_rank_[peer])) member_alive = true;
-  // With every member gone no notice can come any more, but one may be waiting in the
-  // fabric already, sent before its sender left: one more receive takes it, or fails at once
-  // when there is none (and then no other follows).
-  if (!member_alive) {
-    if (last_control_recv_) return;
-    last_control_recv_ = true;
-  }
-  post_control_recv();
-}
-
-void CommEngine::post_control_recv() {
-  fabric_->recv(transport::kAnySource, control_buf_.data(), control_buf_.size(),
-                make_tag(comm_id_, TagKind::kControl, 0), cq_.get(), kControlContext << kKindShift);
 }
 
 int CommEngine::comm_rank_of(int fabric_rank) const {

@@ -1,7 +1,8 @@
 // The typed registry of PLAIT_* settings. Every setting is declared once (name, type,
 // default, meaning) in config.cc; Config::from_env() reads them all into a plain struct that
-// the objects which use them own (no setting is cached in a static). Code may change any field
-// after from_env(): that is the "settable in code" path.
+// the objects which use them own (no setting is cached in a static). Users set them from code
+// by name through CommunicatorOptions::settings, which from_env(map) parses like the
+// environment; internal code and tests may also change fields after from_env().
 #pragma once
 
 #include <chrono>
