@@ -24,6 +24,7 @@
 #include "coll/builder_util.h"
 #include "coll/builders.h"
 #include "coll/hosts.h"
+#include "coll/segment/segment_cost.h"
 
 namespace plait::coll {
 namespace {
@@ -314,23 +315,27 @@ const std::vector<AlgorithmInfo>& all_algorithms() {
        allreduce_double_binary_tree},
       {O::kAllreduce, A::kHierarchical, build_allreduce_hierarchical, allreduce_hierarchical,
        hierarchical_applies},
+      {O::kAllreduce, A::kShm, nullptr, segment::segment_cost, segment::segment_applies},
 
       {O::kReduce, A::kNaive, build_reduce_naive, reduce_naive},
       {O::kReduce, A::kBinomialTree, build_reduce_binomial_tree, reduce_binomial},
       {O::kReduce, A::kRing, build_reduce_ring, reduce_ring},
       {O::kReduce, A::kHalvingDoubling, build_reduce_halving_doubling, reduce_halving_doubling},
+      {O::kReduce, A::kShm, nullptr, segment::segment_cost, segment::segment_applies},
 
       {O::kBroadcast, A::kNaive, build_broadcast_naive, bcast_naive},
       {O::kBroadcast, A::kBinomialTree, build_broadcast_binomial_tree, bcast_binomial},
       {O::kBroadcast, A::kRing, build_broadcast_ring, bcast_ring},
       {O::kBroadcast, A::kHalvingDoubling, build_broadcast_halving_doubling,
        bcast_halving_doubling},
+      {O::kBroadcast, A::kShm, nullptr, segment::segment_cost, segment::segment_applies},
 
       {O::kAllgather, A::kRing, build_allgather_ring, allgather_ring},
       {O::kAllgather, A::kNaive, build_allgather_naive, allgather_naive},
       {O::kAllgather, A::kRecursiveDoubling, build_allgather_recursive_doubling,
        allgather_recursive_doubling},
       {O::kAllgather, A::kBinomialTree, build_allgather_binomial_tree, allgather_binomial},
+      {O::kAllgather, A::kShm, nullptr, segment::segment_cost, segment::segment_applies},
       {O::kAllgatherv, A::kRing, build_allgatherv_ring, allgather_ring},
       {O::kAllgatherv, A::kNaive, build_allgatherv_naive, allgather_naive},
       {O::kAllgatherv, A::kBinomialTree, build_allgatherv_binomial_tree, allgather_binomial},
@@ -341,6 +346,7 @@ const std::vector<AlgorithmInfo>& all_algorithms() {
        reduce_scatter_halving_doubling},
       {O::kReduceScatter, A::kBinomialTree, build_reduce_scatter_binomial_tree,
        reduce_scatter_binomial},
+      {O::kReduceScatter, A::kShm, nullptr, segment::segment_cost, segment::segment_applies},
       {O::kReduceScatterv, A::kRing, build_reduce_scatterv_ring, reduce_scatter_ring},
       {O::kReduceScatterv, A::kNaive, build_reduce_scatterv_naive, reduce_scatter_naive},
       {O::kReduceScatterv, A::kBinomialTree, build_reduce_scatterv_binomial_tree,
@@ -360,6 +366,7 @@ const std::vector<AlgorithmInfo>& all_algorithms() {
       {O::kBarrier, A::kRecursiveDoubling, build_barrier_recursive_doubling,
        barrier_dissemination},
       {O::kBarrier, A::kBinomialTree, build_barrier_binomial_tree, barrier_binomial},
+      {O::kBarrier, A::kShm, nullptr, segment::segment_cost, segment::segment_applies},
   };
   return table;
 }

@@ -25,6 +25,8 @@ struct CostParams {
   double beta_bytes_per_us = 1000.0;
   double gamma_bytes_per_us = 4000.0;
   double copy_bytes_per_us = 5000.0;
+  // A flag raised on the collective segment, seen by another rank (segment_cost.h).
+  double flag_us = 0.3;
   // The inter-host link; 0 = the same as alpha_us / beta_bytes_per_us.
   double inter_alpha_us = 0;
   double inter_beta_bytes_per_us = 0;
@@ -44,7 +46,7 @@ using CostFn = double (*)(const CollArgs& args, const CostParams& params);
 struct AlgorithmInfo {
   CollOp op;
   Algorithm algorithm;
-  BuildFn build;
+  BuildFn build;  // null for Algorithm::kShm, which is not a schedule
   CostFn cost;
   // Some algorithms apply only to some shapes (e.g. none here need a power of two, but a
   // builder may refuse a shape); null means "always".

@@ -17,7 +17,8 @@ using namespace engine;
 CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
                        std::vector<int> fabric_rank, WaitPolicy policy,
                        std::chrono::microseconds spin_time, bool oversubscribed,
-                       std::chrono::milliseconds abort_limit)
+                       std::chrono::milliseconds abort_limit,
+                       std::unique_ptr<segment::CollectiveSegment> segment)
     : fabric_(std::move(fabric)),
       cq_(fabric_->create_cq()),
       comm_id_(comm_id),
@@ -29,6 +30,7 @@ CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_
       oversubscribed_(oversubscribed),
       sent_(fabric_rank_.size(), 0),
       received_(fabric_rank_.size(), 0),
+      segment_(std::move(segment)),
       control_buf_(kControlBytes) {
   for (size_t r = 0; r < fabric_rank_.size(); ++r) comm_rank_[fabric_rank_[r]] = static_cast<int>(r);
   post_control_recv();
@@ -90,14 +92,35 @@ void CommEngine::start_or_hand_over() {
   DriverMark mark(driver_);
   // As a poller: the completions this pass causes (an eager send's, say) are taken here,
   // not announced to the sleeping engine thread with a futex wake-up.
-  cq_->begin_active_polling();
+  begin_driving();
   run_available();
+  end_driving();
+}
+
+void CommEngine::begin_driving() {
+  cq_->begin_active_polling();
+  if (segment_) segment_->own().pollers.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void CommEngine::end_driving() {
   cq_->end_active_polling();
+  if (!segment_) return;
+  segment_->own().pollers.fetch_sub(1, std::memory_order_seq_cst);
+  // A peer that published while we polled did not ring us; whatever it published after our
+  // last pass is taken now, and from here on a peer rings the engine thread instead.
+  if (active_ && !active_->schedule && !active_done()) run_available(false);
 }
 
 void CommEngine::loop() {
   while (!stop_) {
     Clock::time_point wake;
+    // Before the last look: a peer that publishes after it sees us asleep and rings the bell
+    // (collective_segment.h); the bell's value now tells a ring during the pass.
+    uint32_t bell = 0;
+    if (segment_) {
+      segment_->own().sleeping.store(1, std::memory_order_seq_cst);
+      bell = segment_->own().bell.load(std::memory_order_seq_cst);
+    }
     {
       std::lock_guard drive(drive_mu_);
       DriverMark mark(driver_);
@@ -105,10 +128,18 @@ void CommEngine::loop() {
     }
     // Sleep without the lock, so a waiting caller can drive; never spin here (the caller
     // does the spinning). Completions and interrupts (new calls, aborts, stop) wake us.
-    wake = std::min(wake, Clock::now() + kMaxSleep);
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
-    cq_->wait_ready(std::max(left, std::chrono::microseconds(0)));
+    sleep_until(std::min(wake, Clock::now() + kMaxSleep), bell);
+    if (segment_) segment_->own().sleeping.store(0, std::memory_order_relaxed);
   }
+}
+
+void CommEngine::sleep_until(Clock::time_point wake, uint32_t bell_seen) {
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(wake - Clock::now());
+  left = std::max(left, std::chrono::microseconds(0));
+  if (segment_)
+    cq_->wait_ready_or(&segment_->own().bell, bell_seen, left);
+  else
+    cq_->wait_ready(left);
 }
 
 Clock::time_point CommEngine::run_available(bool check_time) {
@@ -140,7 +171,8 @@ void CommEngine::run_available_unguarded(bool check_time) {
       start_next_collective();
       progressed = true;
     }
-    if (active_ && active_->executor->done()) {
+    if (active_ && !active_->schedule && segment_run_.progress()) progressed = true;
+    if (active_ && active_done()) {
       finish_collective();
       continue;
     }
@@ -170,7 +202,7 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
       cpu_relax();
   }
   DriverMark mark(driver_);
-  cq_->begin_active_polling();
+  begin_driving();
   // The yield lets a peer rank that shares our core run: on an oversubscribed host a pure
   // spin would hold off the very message we wait for.
   // Deadlines and the clock are looked at every 64 passes only (reading the clock costs
@@ -188,7 +220,7 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
     else
       cpu_relax();
   }
-  cq_->end_active_polling();
+  end_driving();
 }
 
 void CommEngine::drive_once() {
@@ -241,8 +273,16 @@ void CommEngine::start_next_collective() {
   active->deadline = Deadline::after(call.timeout);
   const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
                          .seq = static_cast<int64_t>(call.seq)};
+  const bool on_segment = call.algorithm->algorithm == Algorithm::kShm;
+  if (on_segment && !segment_) {
+    call.work->finish(std::make_shared<const Error>(invalid_usage(
+        "the shm algorithm needs a collective segment, and this communicator has none (its "
+        "ranks are on several hosts, or PLAIT_SHM_COLL=off)",
+        ctx)));
+    return;
+  }
   try {
-    active->schedule = schedules_.get(*call.algorithm, call.args);
+    if (!on_segment) active->schedule = schedules_.get(*call.algorithm, call.args);
   } catch (const Error& e) {
     call.work->finish(std::make_shared<const Error>(e.with_context(ctx)));
     return;
@@ -264,6 +304,7 @@ void CommEngine::start_next_collective() {
     case CollOp::kAlltoallv: sig.count = 0; break;
     default: sig.count = call.args.count;
   }
+  if (on_segment) return start_on_segment(*run, sig);
   ExecPeers peers{.fabric = fabric_.get(), .cq = cq_.get(), .fabric_rank = &fabric_rank_,
                   .comm_id = comm_id_, .sent = &sent_, .received = &received_};
   const size_t elem = dtype_size(call.args.dtype);
@@ -279,9 +320,34 @@ void CommEngine::start_next_collective() {
   run->executor->start();
 }
 
+void CommEngine::start_on_segment(ActiveCollective& run, const Signature& sig) {
+  CollectiveCall& call = *run.call;
+  segment_run_.start(segment_.get(), call.args, call.input, call.output, next_round_, sig,
+                     {.fabric = fabric_.get(), .fabric_rank = &fabric_rank_});
+  next_round_ += segment_run_.rounds();
+  segment_run_.progress();
+}
+
+bool CommEngine::active_done() const {
+  return active_->schedule ? active_->executor->done() : segment_run_.done();
+}
+
+const std::shared_ptr<const Error>& CommEngine::active_error() const {
+  return active_->schedule ? active_->executor->error() : segment_run_.error();
+}
+
+std::string CommEngine::active_waiting_for() const {
+  return active_->schedule ? active_->executor->waiting_for() : segment_run_.waiting_for();
+}
+
+int CommEngine::active_waited_peer() const {
+  return active_->schedule ? active_->executor->first_waited_peer()
+                           : segment_run_.first_waited_peer();
+}
+
 void CommEngine::finish_collective() {
   CollectiveCall& call = *active_->call;
-  const auto& error = active_->executor->error();
+  const auto& error = active_error();
   if (error) {
     // Other steps of this collective may still have receives in flight into its buffers:
     // the abort cancels them before the Work is failed.
@@ -296,7 +362,7 @@ void CommEngine::finish_collective() {
   if (call.avg_data && call.avg_count > 0)
     scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);
   call.work->finish(nullptr);
-  spare_executor_ = std::move(done->executor);
+  if (done->executor) spare_executor_ = std::move(done->executor);
 }
 
 void CommEngine::post(std::unique_ptr<PointToPointCall> call) {
@@ -327,7 +393,7 @@ void CommEngine::post(std::unique_ptr<PointToPointCall> call) {
 void CommEngine::dispatch(const transport::Completion& c) {
   const uint64_t kind = c.context >> kKindShift;
   if (kind == kCollContext) {
-    if (!active_) return;  // a stale completion of an earlier, failed collective
+    if (!active_ || !active_->schedule) return;  // a stale completion of an earlier, failed one
     if (((c.context >> 32) & kGenerationMask) != (active_->call->seq & kGenerationMask)) return;
     active_->executor->on_completion(c);
     return;
@@ -356,14 +422,14 @@ void CommEngine::dispatch(const transport::Completion& c) {
 
 void CommEngine::check_deadlines() {
   const auto now = Clock::now();
-  if (active_ && !active_->executor->done() && active_->deadline.at() <= now) {
+  if (active_ && !active_done() && active_->deadline.at() <= now) {
     CollectiveCall& call = *active_->call;
-    ErrorContext ctx{.rank = rank_, .peer = active_->executor->first_waited_peer(),
+    ErrorContext ctx{.rank = rank_, .peer = active_waited_peer(),
                      .op = std::string(to_string(call.args.op)),
                      .seq = static_cast<int64_t>(call.seq)};
     auto error = std::make_shared<const Error>(timeout_error(
         "Timed out after " + std::to_string(call.timeout.count()) + " ms waiting for " +
-            active_->executor->waiting_for(),
+            active_waiting_for(),
         ctx));
     log(LogLevel::kError, error->what());
     do_abort(error->what(), true, {call.work, error});

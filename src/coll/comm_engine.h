@@ -27,6 +27,7 @@
 #include "coll/algorithms.h"
 #include "coll/schedule_cache.h"
 #include "coll/schedule_executor.h"
+#include "coll/segment/segment_run.h"
 #include "coll/work_impl.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -61,9 +62,12 @@ struct PointToPointCall {
 class CommEngine final : public WorkDriver {
  public:
   // `abort_limit`: how long abort() waits for the thread driving the engine to carry it out.
+  // `segment`: the communicator's collective segment (all ranks on one host), or null; the
+  // "shm" algorithms run over it.
   CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
              std::vector<int> fabric_rank, WaitPolicy policy, std::chrono::microseconds spin_time,
-             bool oversubscribed, std::chrono::milliseconds abort_limit);
+             bool oversubscribed, std::chrono::milliseconds abort_limit,
+             std::unique_ptr<segment::CollectiveSegment> segment = nullptr);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
@@ -88,6 +92,8 @@ class CommEngine final : public WorkDriver {
   int fabric_rank(int comm_rank) const { return fabric_rank_[comm_rank]; }
 
  private:
+  // Runs on the collective segment (segment_run_) when `schedule` is null, else on
+  // `executor` over the fabric.
   struct ActiveCollective {
     std::unique_ptr<CollectiveCall> call;
     std::shared_ptr<const Schedule> schedule;
@@ -110,7 +116,19 @@ class CommEngine final : public WorkDriver {
   void run_available_unguarded(bool check_time);
   void take_submissions();
   void start_next_collective();
+  void start_on_segment(ActiveCollective& run, const Signature& sig);
   void finish_collective();
+  // The active collective's run, whichever kind it is.
+  bool active_done() const;
+  const std::shared_ptr<const Error>& active_error() const;
+  std::string active_waiting_for() const;
+  int active_waited_peer() const;
+  // A thread starts or stops driving (the completion queue's polling, and the segment's:
+  // while some thread of ours polls, no peer rings our bell).
+  void begin_driving();
+  void end_driving();
+  // The engine thread's sleep, on the completion queue and on the segment's bell.
+  void sleep_until(Clock::time_point wake, uint32_t bell_seen);
   void post(std::unique_ptr<PointToPointCall> call);
   void dispatch(const transport::Completion& c);
   void check_deadlines();
@@ -170,6 +188,9 @@ class CommEngine final : public WorkDriver {
   std::vector<uint64_t> sent_, received_;  // collective messages per peer (tags.h)
   std::vector<char> scratch_;
   ScheduleCache schedules_;
+  std::unique_ptr<segment::CollectiveSegment> segment_;  // null: no "shm" algorithms
+  segment::SegmentRun segment_run_;  // the active collective's, when it runs on the segment
+  uint64_t next_round_ = 1;          // the segment's rounds, counted alike on every rank
   std::vector<char> control_buf_;
   bool last_control_recv_ = false;  // posted after every member had gone (drive_mu_)
   std::string abort_notice_;  // the text sent to peers; lives until the sends are done

@@ -128,9 +128,20 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   for (int h : topology_->host_of) local_ranks += h == topology_->host_of[me] ? 1 : 0;
   const bool oversubscribed =
       local_ranks > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Members on one host share a segment for collectives without messages, unless the user
+  // wants messages only (PLAIT_SHM_COLL=off, or every peer over tcp: a test of that path).
+  std::unique_ptr<segment::CollectiveSegment> seg;
+  const int members = static_cast<int>(fabric_rank.size());
+  if (host_of_.empty() && members >= 2 && config_.shm_coll != "off" && config_.transport != "tcp") {
+    seg = segment::CollectiveSegment::attach(rank, members, *store_,
+                                             "collective_segment/" + std::to_string(comm_id),
+                                             config_.shm_coll_slot,
+                                             Deadline::after(config_.connect_timeout));
+    if (seg) segment_slot_bytes_ = seg->slot_bytes();
+  }
   engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
                                          config_.wait_policy, config_.spin_time, oversubscribed,
-                                         timeout_);
+                                         timeout_, std::move(seg));
 }
 
 // Work::wait() without an argument outlasts the operation's own deadline a little, so the
@@ -195,6 +206,7 @@ CollArgs CommunicatorImpl::base_args(CollOp op, DataType dtype, ReduceOp redop, 
   args.count = count;
   args.ps_roots = config_.ps_roots;
   args.host_of = host_of_;
+  args.segment_slot_bytes = segment_slot_bytes_;
   return args;
 }
 

@@ -63,6 +63,9 @@ void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Cu
         aborted_error("communicator aborted: " + reason, {.rank = rank_}));
   }
   fabric_->cancel(cq_.get());
+  // A collective on the segment touches user memory only inside progress(), in the driving
+  // thread: once it is no longer active nothing does. Peers need not ring us any more.
+  if (segment_) segment_->own().active_round.store(segment::kNoRound, std::memory_order_seq_cst);
   if (culprit.work) culprit.work->finish(culprit.error);  // the first finish wins
   const auto& error = abort_error_;  // set once, above; never changes afterwards
   if (active_) {

@@ -33,6 +33,7 @@ std::string_view to_string(Algorithm algo) {
     case Algorithm::kBinomialTree: return "binomial_tree";
     case Algorithm::kDoubleBinaryTree: return "double_binary_tree";
     case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kShm: return "shm";
   }
   return "?";
 }
@@ -41,7 +42,7 @@ bool parse_algorithm(std::string_view name, Algorithm* out) {
   for (Algorithm a : {Algorithm::kAuto, Algorithm::kNaive, Algorithm::kPs, Algorithm::kRing,
                       Algorithm::kHalvingDoubling, Algorithm::kRecursiveDoubling,
                       Algorithm::kBinomialTree, Algorithm::kDoubleBinaryTree,
-                      Algorithm::kHierarchical}) {
+                      Algorithm::kHierarchical, Algorithm::kShm}) {
     if (to_string(a) == name) {
       *out = a;
       return true;

@@ -52,6 +52,8 @@ enum class Algorithm : uint8_t {
   kBinomialTree,        // binomial tree (reduce / broadcast / gather / scatter)
   kDoubleBinaryTree,    // two complementary binary trees, half the vector each (NCCL 2.4)
   kHierarchical,        // two levels: within each host, then across hosts (CollArgs::host_of)
+  kShm,                 // no messages: loads and stores in the communicator's collective
+                        // segment (coll/segment); not a schedule, so it has no builder
 };
 std::string_view to_string(Algorithm algo);  // "naive", "ps", "ring", "halving_doubling", ...
 bool parse_algorithm(std::string_view name, Algorithm* out);
@@ -164,6 +166,9 @@ struct CollArgs {
   // charges every other algorithm the inter-host link when it names two or more hosts
   // (CostParams::inter_*). Ranks of one host need not be contiguous.
   std::vector<int> host_of;
+  // Nonzero: the communicator has a collective segment over all its ranks, with slots of
+  // this many bytes (Algorithm::kShm applies, and is costed by its rounds).
+  uint64_t segment_slot_bytes = 0;
 };
 
 }  // namespace plait::coll

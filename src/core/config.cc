@@ -35,6 +35,7 @@ struct SettingRow {
 using Choices = std::span<const std::string_view>;
 constexpr std::string_view kTransports[] = {"auto", "tcp", "shm"};
 constexpr std::string_view kCmaModes[] = {"auto", "on", "off"};
+constexpr std::string_view kShmCollModes[] = {"auto", "off"};
 constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug"};
 constexpr std::string_view kWaitPolicies[] = {"spin", "block", "hybrid"};  // WaitPolicy order
 constexpr std::string_view kAlgoNames[] = {
@@ -209,6 +210,21 @@ std::vector<SettingRow> make_rows() {
          c.shm_cma = kCmaModes[parse_choice(n, v, kCmaModes)];
        },
        [](const Config& c, const std::string&) { return c.shm_cma; }},
+      {{"PLAIT_SHM_COLL", enum_type(kShmCollModes), "auto",
+        "Collectives in a segment shared by a communicator's ranks when all share a host "
+        "(the shm algorithm); off = messages only"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.shm_coll = kShmCollModes[parse_choice(n, v, kShmCollModes)];
+       },
+       [](const Config& c, const std::string&) { return c.shm_coll; }},
+      {{"PLAIT_SHM_COLL_SLOT", "bytes: 4K..64M", "64K",
+        "shm algorithm: bytes each rank moves per round (the segment holds 2 per rank + 2)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.shm_coll_slot = parse_bytes_setting(n, v, 4096);
+         if (c.shm_coll_slot > (size_t{64} << 20))
+           reject(n, v, "a size from 4K to 64M");
+       },
+       [](const Config& c, const std::string&) { return format_bytes(c.shm_coll_slot); }},
       {{"PLAIT_TUNE_FILE", "string", "",
         "Cost constants written by `plait tune`; empty = $XDG_CACHE_HOME/plait/tune.conf"},
        [](Config& c, const std::string&, const std::string& v) { c.tune_file = trim(v); },

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <ctime>
@@ -26,6 +27,36 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nan
 
 void futex_wake(std::atomic<uint32_t>* word, int count) {
   ::syscall(SYS_futex, futex_word(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+}
+
+// Sleeps while *mine == mine_seen (a private word) and *shared == shared_seen (a word in a
+// shared mapping), at most `ns`. futex_waitv (Linux 5.16) waits on both in one call; where
+// it is missing the sleep is cut into 1 ms naps that look at the shared word in between,
+// which bounds how late a wake-up through it can be.
+void futex_wait_either(std::atomic<uint32_t>* mine, uint32_t mine_seen,
+                       std::atomic<uint32_t>* shared, uint32_t shared_seen,
+                       std::chrono::nanoseconds ns) {
+#ifdef SYS_futex_waitv
+  static std::atomic<bool> unsupported{false};
+  if (!unsupported.load(std::memory_order_relaxed)) {
+    futex_waitv waiters[2] = {};
+    waiters[0].val = mine_seen;
+    waiters[0].uaddr = reinterpret_cast<uintptr_t>(futex_word(mine));
+    waiters[0].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+    waiters[1].val = shared_seen;
+    waiters[1].uaddr = reinterpret_cast<uintptr_t>(futex_word(shared));
+    waiters[1].flags = FUTEX_32;
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    const int64_t end = now.tv_sec * 1000000000LL + now.tv_nsec + ns.count();
+    timespec until{static_cast<time_t>(end / 1000000000), static_cast<long>(end % 1000000000)};
+    if (::syscall(SYS_futex_waitv, waiters, 2, 0, &until, CLOCK_MONOTONIC) >= 0 || errno != ENOSYS)
+      return;
+    unsupported.store(true, std::memory_order_relaxed);
+  }
+#endif
+  if (shared->load(std::memory_order_acquire) != shared_seen) return;
+  futex_wait(mine, mine_seen, std::min<std::chrono::nanoseconds>(ns, std::chrono::milliseconds(1)));
 }
 
 
@@ -83,6 +114,25 @@ bool PolicyCompletionQueue::wait_ready(std::chrono::microseconds timeout) {
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     if (ready) return true;
     if (interrupted || now >= until) return count_.load(std::memory_order_acquire) > 0;
+  }
+}
+
+bool PolicyCompletionQueue::wait_ready_or(std::atomic<uint32_t>* shared_word, uint32_t seen,
+                                          std::chrono::microseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  for (;;) {
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t mine = sequence_.load(std::memory_order_seq_cst);
+    bool ready = count_.load(std::memory_order_acquire) > 0;
+    bool interrupted = !ready && take_interrupt();
+    bool rung = shared_word->load(std::memory_order_acquire) != seen;
+    auto now = Clock::now();
+    if (!ready && !interrupted && !rung && now < until)
+      futex_wait_either(&sequence_, mine, shared_word, seen, until - now);
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (ready) return true;
+    if (interrupted || rung || now >= until || shared_word->load(std::memory_order_acquire) != seen)
+      return count_.load(std::memory_order_acquire) > 0;
   }
 }
 

@@ -54,6 +54,8 @@ class PolicyCompletionQueue final : public CompletionQueue {
   bool wait(Completion* out, std::chrono::microseconds timeout) override;
   void interrupt() override;
   bool wait_ready(std::chrono::microseconds timeout) override;
+  bool wait_ready_or(std::atomic<uint32_t>* shared_word, uint32_t seen,
+                     std::chrono::microseconds timeout) override;
   void begin_active_polling() override;
   void end_active_polling() override;
 

@@ -224,6 +224,11 @@ bool CompositeFabric::peer_failed(int peer) const {
   return route_[peer]->peer_failed(peer);
 }
 
+std::string CompositeFabric::peer_failure(int peer) const {
+  if (peer < 0 || peer >= size_ || route_[peer] == nullptr) return {};
+  return route_[peer]->peer_failure(peer);
+}
+
 void CompositeFabric::begin_polling() {
   for (InlineProgress* p : inline_) p->begin_polling();
 }

@@ -53,6 +53,7 @@ class CompositeFabric final : public Fabric, public InlineProgress {
   void set_imm_cq(CompletionQueue* cq) override;
   void cancel(CompletionQueue* cq) override;
   bool peer_failed(int peer) const override;
+  std::string peer_failure(int peer) const override;
 
   // InlineProgress: forwarded to the providers that support it.
   void begin_polling() override;

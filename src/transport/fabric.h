@@ -101,6 +101,11 @@ class CompletionQueue {
   // arrives (consumed, as in wait()) or the timeout passes; true if a completion is queued.
   // For a background thread that must leave completions to whoever drives the work.
   virtual bool wait_ready(std::chrono::microseconds timeout) = 0;
+  // As wait_ready(), and also returns once `*shared_word` no longer holds `seen`: a futex
+  // word in memory shared between processes, bumped by another process that wants this
+  // thread awake (a collective segment's doorbell). One sleep covers both events.
+  virtual bool wait_ready_or(std::atomic<uint32_t>* shared_word, uint32_t seen,
+                             std::chrono::microseconds timeout) = 0;
   // Brackets a consumer that calls poll() in a loop. Meanwhile pushes wake no sleeper (the
   // poller takes the completion anyway) and an inline-progress provider is told that
   // someone polls it; the end wakes a sleeper if completions are left over.
@@ -221,6 +226,9 @@ class Fabric {
 
   // True once the peer's connection failed (died, closed, reset).
   virtual bool peer_failed(int peer) const = 0;
+  // Why the peer failed, as the provider saw it ("rank 2 (pid 41) died without shutting down
+  // its fabric ..."); empty while it has not. For errors raised above the fabric.
+  virtual std::string peer_failure(int peer) const = 0;
 };
 
 // Creates the fabric for a job: listens, publishes its address in the store, connects to

@@ -37,7 +37,9 @@ std::string error_line(const std::string& output) {
 
 int killed_rank_child() {
   auto comm = join();
-  std::vector<float> buf(1 << 20, 1.0f);
+  // 4 MiB runs on messages; a small count on the collective segment (flags, no messages).
+  const char* count = std::getenv("PLAIT_TEST_COUNT");
+  std::vector<float> buf(count ? std::strtoul(count, nullptr, 10) : 1 << 20, 1.0f);
   try {
     for (int i = 0; i < 1000; ++i) {
       if (comm->rank() == 2 && i == 3) ::kill(::getpid(), SIGKILL);
@@ -52,8 +54,10 @@ ChildMode killed_rank("killed_rank", killed_rank_child);
 
 // How each transport names a peer that died: its own words depend on what was in flight.
 struct DeathNotice {
+  const char* name;
   const char* transport;
   const char* pattern;  // a regex
+  const char* count = nullptr;  // elements per allreduce (PLAIT_TEST_COUNT), default 1M
 };
 
 void PrintTo(const DeathNotice& notice, std::ostream* os) { *os << notice.transport; }
@@ -63,8 +67,10 @@ class KilledRank : public ::testing::TestWithParam<DeathNotice> {};
 TEST_P(KilledRank, EverySurvivorNamesTheDeadRank) {
   const DeathNotice notice = GetParam();
   auto results = spawn_ranks(4, {0, 1, 2, 3}, "killed_rank", [&](int) {
-    return std::map<std::string, std::string>{{"PLAIT_TIMEOUT", "60000"},
-                                              {"PLAIT_TRANSPORT", notice.transport}};
+    std::map<std::string, std::string> env{{"PLAIT_TIMEOUT", "60000"},
+                                           {"PLAIT_TRANSPORT", notice.transport}};
+    if (notice.count) env["PLAIT_TEST_COUNT"] = notice.count;
+    return env;
   });
   for (const auto& r : results) {
     if (r.rank == 2) {
@@ -85,10 +91,16 @@ TEST_P(KilledRank, EverySurvivorNamesTheDeadRank) {
 INSTANTIATE_TEST_SUITE_P(
     Faults, KilledRank,
     ::testing::Values(
-        DeathNotice{"shm", "rank 2 \\(pid [0-9]+\\) (died without shutting down its fabric|is gone: )"},
-        DeathNotice{"tcp", "rank 2 closed the connection \\(stream [0-9]+\\) without a goodbye|"
-                           "connection to rank 2 \\(stream [0-9]+\\) failed: "}),
-    [](const auto& info) { return std::string(info.param.transport); });
+        DeathNotice{"shm", "shm", "rank 2 \\(pid [0-9]+\\) (died without shutting down its fabric|is gone: )"},
+        DeathNotice{"tcp", "tcp", "rank 2 closed the connection \\(stream [0-9]+\\) without a goodbye|"
+                           "connection to rank 2 \\(stream [0-9]+\\) failed: "},
+        // Survivors wait on rank 2's flags in the collective segment, not on a message.
+        DeathNotice{"segment", "shm",
+                    "rank 2 failed while this rank waited for it to [a-z ]+ round [0-9]+ of [0-9]+ "
+                    "of allreduce #[0-9]+ .* over the collective segment: rank 2 \\(pid [0-9]+\\) "
+                    "died without shutting down its fabric",
+                    "64"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 int mismatch_child(const char* kind) {
   auto comm = join();

@@ -178,8 +178,8 @@ void sweep_stale_segments() {
         // belong to a live creator that is still setting it up: keep it.
         const uint64_t magic = h->magic.load(std::memory_order_acquire);
         const pid_t pid = __atomic_load_n(&h->pid, __ATOMIC_ACQUIRE);
-        stale = (magic == 0 || magic == kSegmentMagic) && pid > 0 && pid != ::getpid() &&
-                process_gone(pid);
+        stale = (magic == 0 || magic == kSegmentMagic || magic == kCollectiveSegmentMagic) &&
+                pid > 0 && pid != ::getpid() && process_gone(pid);
         ::munmap(p, sizeof(SegmentHeader));
       }
     }

@@ -58,6 +58,11 @@ std::array<uint8_t, kTagBytes> segment_tag(const std::string& job_token,
                                            const std::string& fabric_name, int rank,
                                            const std::string& segment_name);
 
+// Every plait-* segment starts like SegmentHeader: a 64-bit magic (written last by the
+// creator), a 32-bit version and the creator's 32-bit pid (written first). Besides the
+// provider's segments (kSegmentMagic), the collective layer's (coll/segment) carry this one.
+inline constexpr uint64_t kCollectiveSegmentMagic = 0x316c6c6f63746c70ull;  // "pltcoll1"
+
 // Unlinks /dev/shm/plait-* segments of this user whose creator has exited (a crash during
 // an earlier setup). Best effort, never throws.
 void sweep_stale_segments();

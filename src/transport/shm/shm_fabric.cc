@@ -147,8 +147,13 @@ void ShmFabric::set_imm_cq(CompletionQueue* cq) {
 }
 
 bool ShmFabric::peer_failed(int peer) const {
-  if (peer < 0 || peer >= size_ || index_of_[peer] < 0) return false;
-  return peer_of(peer)->failed.load();
+  const PeerHealth* health = health_of(peer);
+  return health && health->failed.load();
+}
+
+std::string ShmFabric::peer_failure(int peer) const {
+  const PeerHealth* health = health_of(peer);
+  return health && health->failed.load() ? health->reason() : std::string();
 }
 
 void ShmFabric::cancel(CompletionQueue* cq) {

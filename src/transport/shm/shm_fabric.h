@@ -84,6 +84,7 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
   void set_imm_cq(CompletionQueue* cq) override;
   void cancel(CompletionQueue* cq) override;
   bool peer_failed(int peer) const override;
+  std::string peer_failure(int peer) const override;
 
   // InlineProgress: a thread spinning on one of our queues drains our rings itself.
   void begin_polling() override;

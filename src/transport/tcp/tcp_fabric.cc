@@ -90,8 +90,13 @@ void TcpFabric::set_imm_cq(CompletionQueue* cq) {
 }
 
 bool TcpFabric::peer_failed(int peer) const {
-  if (peer < 0 || peer >= size_ || !peers_[peer]) return false;
-  return peers_[peer]->failed.load();
+  const PeerHealth* health = health_of(peer);
+  return health && health->failed.load();
+}
+
+std::string TcpFabric::peer_failure(int peer) const {
+  const PeerHealth* health = health_of(peer);
+  return health && health->failed.load() ? health->reason() : std::string();
 }
 
 void TcpFabric::cancel(CompletionQueue* cq) {

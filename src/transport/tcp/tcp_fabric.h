@@ -63,6 +63,7 @@ class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycl
   void set_imm_cq(CompletionQueue* cq) override;
   void cancel(CompletionQueue* cq) override;
   bool peer_failed(int peer) const override;
+  std::string peer_failure(int peer) const override;
 
  private:
   struct Peer : PeerHealth {

@@ -1,0 +1,132 @@
+// A communicator's collective segment: one shared-memory mapping that every rank of a
+// communicator whose ranks all share a host maps, for collectives without messages (the
+// "shm" algorithms, segment_run.h). Ranks copy their data into their own input slots, raise
+// flags, and read each other's slots and one shared output area with plain loads and
+// stores; no rendezvous, no provider, no system call while everybody is polling.
+//
+// Layout (geometry below; every size and offset comes from the private Geometry, never
+// from the header, which any rank can rewrite):
+//
+//   Header               magic, version, creator pid (the sweep's stamp, segment.h), ranks,
+//                        slot bytes, a random tag that the creator also publishes in the store
+//   RankControl[ranks]   per rank, three cache lines: what it published (arrive, reduced and
+//                        the signature of each parity), what it has finished reading (done)
+//                        and whether its engine thread sleeps, and its doorbell
+//   input[ranks][2]      per rank and round parity: its contribution to a round
+//   output[2]            per round parity: the shared result of a split reduction
+//
+// Rounds: every collective runs as one or more rounds, numbered 1, 2, ... per communicator;
+// round R uses the buffers of parity R % 2. A rank writes a parity's buffers for round R
+// only once every rank has finished reading them for round R - 2 (done >= R - 2).
+//
+// Waking: a rank's engine thread may sleep on its doorbell (`bell`) when it has a round in
+// progress that nobody of its process is polling; whoever publishes a flag rings the bell of
+// every such rank (wake_sleepers()). While some thread of a rank polls (`pollers`), nobody
+// rings it: the steady state of a loop of collectives makes no system call.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/clock.h"
+#include "plait/store.h"
+#include "transport/shm/segment.h"
+
+namespace plait::coll::segment {
+
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kTagSize = 16;
+// No round is in progress on a rank (RankControl::active_round).
+inline constexpr uint64_t kNoRound = UINT64_MAX;
+
+struct Header {
+  std::atomic<uint64_t> magic{0};  // transport::shm::kCollectiveSegmentMagic, written last
+  uint32_t version = 0;
+  int32_t pid = 0;  // the creator's: the sweep removes a segment whose creator died in setup
+  uint32_t ranks = 0;
+  uint32_t reserved = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t total_bytes = 0;
+  uint8_t tag[kTagSize] = {};
+};
+
+struct RankControl {
+  // Written by the rank: the round it has contributed to, the last round whose share of a
+  // split reduction it has written, and the signature of the collective of each parity
+  // (written before the flag that makes it visible).
+  alignas(64) std::atomic<uint64_t> arrive{0};
+  std::atomic<uint64_t> reduced{0};
+  std::atomic<uint64_t> signature[2] = {};
+  // Written by the rank: the last round whose shared buffers it has finished reading; the
+  // round it waits on (kNoRound: none); whether its engine thread sleeps on `bell`; how many
+  // of its threads poll.
+  alignas(64) std::atomic<uint64_t> done{0};
+  std::atomic<uint64_t> active_round{kNoRound};
+  std::atomic<uint32_t> sleeping{0};
+  std::atomic<uint32_t> pollers{0};
+  // Written by the other ranks: bumped to wake this rank's sleeping engine thread (a futex).
+  alignas(64) std::atomic<uint32_t> bell{0};
+};
+static_assert(sizeof(RankControl) == 192);
+
+struct Geometry {
+  uint32_t ranks = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t control_offset = 0;
+  uint64_t input_offset = 0;
+  uint64_t output_offset = 0;
+  uint64_t total_bytes = 0;
+};
+// Slot sizes are a multiple of 4 KiB (every element type, every cache line aligned).
+Geometry plan_geometry(uint32_t ranks, uint64_t slot_bytes);
+
+class CollectiveSegment {
+ public:
+  // Collective over the `size` ranks of a communicator, all on this host: rank 0 creates and
+  // publishes the segment under `key` in the communicator's store, the others map and verify
+  // it, and it is unlinked once every rank has (a crash afterwards leaves nothing behind).
+  // Null on every rank when rank 0 cannot create it (a full /dev/shm, say: rank 0 logs why
+  // and the communicator runs on messages). Throws plait::Error naming what failed, by
+  // `deadline`, for anything else.
+  static std::unique_ptr<CollectiveSegment> attach(int rank, int size, Store& store,
+                                                   const std::string& key, uint64_t slot_bytes,
+                                                   const Deadline& deadline);
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(g_.ranks); }
+  uint64_t slot_bytes() const { return g_.slot_bytes; }
+
+  RankControl& control(int rank) const {
+    return reinterpret_cast<RankControl*>(segment_.base() + g_.control_offset)[rank];
+  }
+  RankControl& own() const { return control(rank_); }
+  char* input(int rank, uint64_t round) const {
+    return segment_.base() + g_.input_offset + (static_cast<uint64_t>(rank) * 2 + round % 2) * g_.slot_bytes;
+  }
+  char* output(uint64_t round) const {
+    return segment_.base() + g_.output_offset + (round % 2) * g_.slot_bytes;
+  }
+
+  // After publishing a flag of `round`: rings every rank whose engine thread sleeps on its
+  // bell with a round up to `round` in progress and no thread of its own polling.
+  void wake_sleepers(uint64_t round) const;
+
+ private:
+  CollectiveSegment(int rank, transport::shm::Segment segment, const Geometry& g)
+      : rank_(rank), segment_(std::move(segment)), g_(g) {}
+  // Every rank: says it has mapped the segment; rank 0 waits for all, then unlinks it.
+  static std::unique_ptr<CollectiveSegment> finish_attach(int rank, int size, Store& store,
+                                                          const std::string& key,
+                                                          transport::shm::Segment segment,
+                                                          const Geometry& g,
+                                                          const Deadline& deadline);
+
+  int rank_;
+  transport::shm::Segment segment_;
+  Geometry g_;
+};
+
+}  // namespace plait::coll::segment

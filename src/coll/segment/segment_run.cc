@@ -1,0 +1,266 @@
+#include "coll/segment/segment_run.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "core/reduce.h"
+
+namespace plait::coll::segment {
+namespace {
+
+// Up to this many bytes per round (or half a slot) every rank reduces all slots itself: one
+// flag exchange instead of two, at the price of reading p slots instead of one part of each.
+constexpr size_t kDirectBytes = 16 << 10;
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Elements one round carries: per rank, or per block for reduce_scatter.
+size_t per_round(const CollArgs& args, uint64_t slot_bytes) {
+  const size_t elem = dtype_size(args.dtype);
+  const size_t per = static_cast<size_t>(slot_bytes / elem);
+  return args.op == CollOp::kReduceScatter ? std::max<size_t>(1, per / static_cast<size_t>(args.size))
+                                           : per;
+}
+
+}  // namespace
+
+uint64_t SegmentRun::rounds_for(const CollArgs& args, uint64_t slot_bytes) {
+  if (args.op == CollOp::kBarrier) return 1;
+  return std::max<uint64_t>(1, ceil_div(args.count, per_round(args, slot_bytes)));
+}
+
+void SegmentRun::start(CollectiveSegment* seg, const CollArgs& args, void* input, void* output,
+                       uint64_t first_round, const Signature& signature, PeerHealthView health) {
+  seg_ = seg;
+  args_ = args;
+  in_ = static_cast<char*>(input);
+  out_ = static_cast<char*>(output);
+  elem_ = dtype_size(args.dtype);
+  redop_ = args.redop == ReduceOp::kAvg ? ReduceOp::kSum : args.redop;  // divided afterwards
+  sig_ = signature;
+  signature_ = signature.pack();
+  health_ = health;
+  first_round_ = first_round;
+  rounds_ = rounds_for(args, seg->slot_bytes());
+  index_ = 0;
+  finished_ = false;
+  error_.reset();
+  blocked_on_ = -1;
+  begin_round();
+}
+
+size_t SegmentRun::chunk_elems() const { return per_round(args_, seg_->slot_bytes()); }
+
+bool SegmentRun::splits(const CollArgs& args, size_t chunk_bytes, uint64_t slot_bytes) {
+  return (args.op == CollOp::kAllreduce || args.op == CollOp::kReduce) && args.size > 2 &&
+         chunk_bytes > std::min<size_t>(kDirectBytes, slot_bytes / 2);
+}
+
+bool SegmentRun::split() const { return splits(args_, count_ * elem_, seg_->slot_bytes()); }
+
+void SegmentRun::begin_round() {
+  offset_ = static_cast<size_t>(index_) * chunk_elems();
+  count_ = args_.op == CollOp::kBarrier ? 0 : std::min(chunk_elems(), args_.count - std::min(args_.count, offset_));
+  phase_ = Phase::kClaim;
+  next_ = 0;
+  seg_->own().active_round.store(first_round_ + index_, std::memory_order_seq_cst);
+}
+
+bool SegmentRun::progress() {
+  bool any = false;
+  while (!done() && step()) any = true;
+  return any;
+}
+
+bool SegmentRun::step() {
+  const uint64_t round = first_round_ + index_;
+  switch (phase_) {
+    case Phase::kClaim:
+      // This parity's buffers were last read in round - 2: by everybody, once they say so.
+      if (round > 2 && !wait_all(&RankControl::done)) return false;
+      contribute();
+      return true;
+    case Phase::kGather: {
+      // A broadcast's receivers need the root only; the root waits for everyone, which is
+      // how a rank that disagrees about the root is found (nobody else reads its signature).
+      const int only = args_.op == CollOp::kBroadcast && seg_->rank() != args_.root ? args_.root : -1;
+      if (!wait_all(&RankControl::arrive, only)) return false;
+      consume();
+      return true;
+    }
+    case Phase::kCollect:
+      if (!wait_all(&RankControl::reduced)) return false;
+      collect();
+      return true;
+    case Phase::kFinished: return false;
+  }
+  return false;
+}
+
+// Whether every rank (or `only`) has raised `flag` to the current wait's round; resumes where
+// the last call stopped. Arrivals are checked against our signature as they are seen.
+bool SegmentRun::wait_all(std::atomic<uint64_t> RankControl::*flag, int only) {
+  const uint64_t round = first_round_ + index_;
+  const uint64_t want = flag == &RankControl::done ? round - 2 : round;
+  const int size = args_.size;
+  for (; next_ < size; ++next_) {
+    const int q = only >= 0 ? only : next_;
+    if (q != seg_->rank() && (seg_->control(q).*flag).load(std::memory_order_acquire) < want) {
+      blocked_what_ = flag == &RankControl::arrive    ? "arrive at"
+                      : flag == &RankControl::reduced ? "reduce its part of"
+                                                      : "finish reading";
+      note_blocked(q);
+      return false;
+    }
+    if (flag == &RankControl::arrive && q != seg_->rank() && !signature_ok(q)) return false;
+    if (only >= 0) break;
+  }
+  next_ = 0;
+  blocked_on_ = -1;
+  return true;
+}
+
+// Not there yet: is the rank we wait for still alive? (An atomic load in the provider: cheap
+// enough for every blocked poll, and the engine thread is woken by a peer's death anyway,
+// through its control receive, so it must not need many polls to notice.)
+void SegmentRun::note_blocked(int rank) {
+  blocked_on_ = rank;
+  if (!health_.fabric) return;
+  const int fabric_rank = (*health_.fabric_rank)[static_cast<size_t>(rank)];
+  if (!health_.fabric->peer_failed(fabric_rank)) return;
+  fail(remote_error("rank " + std::to_string(rank) + " failed while this rank waited for it to " +
+                        blocked_what_ + " " + waiting_round() + ": " +
+                        health_.fabric->peer_failure(fabric_rank),
+                    {.rank = args_.rank, .peer = rank}));
+}
+
+bool SegmentRun::signature_ok(int rank) {
+  const uint64_t round = first_round_ + index_;
+  const uint64_t theirs = seg_->control(rank).signature[round % 2].load(std::memory_order_relaxed);
+  if (theirs == signature_) return true;
+  fail(invalid_usage(mismatch_message(sig_, theirs, rank), {.rank = args_.rank, .peer = rank}));
+  return false;
+}
+
+void SegmentRun::contribute() {
+  const uint64_t round = first_round_ + index_;
+  const int me = seg_->rank();
+  char* slot = seg_->input(me, round);
+  const size_t bytes = count_ * elem_;
+  const size_t at = offset_ * elem_;
+  bool reads_nothing = false;  // this rank takes nothing from the segment this round
+  switch (args_.op) {
+    case CollOp::kAllreduce:
+    case CollOp::kAllgather: std::memcpy(slot, in_ + at, bytes); break;
+    case CollOp::kReduce:
+      std::memcpy(slot, in_ + at, bytes);
+      reads_nothing = me != args_.root && !split();
+      break;
+    case CollOp::kBroadcast:
+      if (me == args_.root) {
+        std::memcpy(slot, in_ + at, bytes);
+        if (out_ != in_) std::memcpy(out_ + at, in_ + at, bytes);
+      }
+      break;
+    case CollOp::kReduceScatter:
+      for (int b = 0; b < args_.size; ++b)
+        std::memcpy(slot + static_cast<size_t>(b) * bytes,
+                    in_ + (static_cast<size_t>(b) * args_.count + offset_) * elem_, bytes);
+      break;
+    default: break;  // barrier: nothing to carry
+  }
+  RankControl& own = seg_->own();
+  own.signature[round % 2].store(signature_, std::memory_order_relaxed);
+  publish(own.arrive);
+  if (reads_nothing) return finish_round();
+  phase_ = Phase::kGather;
+  next_ = 0;
+}
+
+// dst[0, n) = the reduction, in rank order, of every rank's slot at byte offset `at`.
+void SegmentRun::reduce_slots(char* dst, size_t at, size_t n) const {
+  const uint64_t round = first_round_ + index_;
+  if (args_.size == 1) {
+    std::memcpy(dst, seg_->input(0, round) + at, n * elem_);
+    return;
+  }
+  reduce_into(args_.dtype, redop_, dst, seg_->input(0, round) + at, seg_->input(1, round) + at, n);
+  for (int q = 2; q < args_.size; ++q) reduce_inplace(args_.dtype, redop_, dst, seg_->input(q, round) + at, n);
+}
+
+void SegmentRun::consume() {
+  const uint64_t round = first_round_ + index_;
+  const int me = seg_->rank();
+  const size_t bytes = count_ * elem_;
+  const size_t at = offset_ * elem_;
+  switch (args_.op) {
+    case CollOp::kAllreduce:
+    case CollOp::kReduce:
+      if (split()) {
+        // Part `me` of the chunk, aligned to cache lines so that no two ranks write one line.
+        const size_t unit = std::max<size_t>(1, 64 / elem_);
+        const size_t per = ceil_div(ceil_div(count_, static_cast<size_t>(args_.size)), unit) * unit;
+        const size_t lo = std::min(count_, static_cast<size_t>(me) * per);
+        const size_t hi = std::min(count_, lo + per);
+        if (hi > lo) reduce_slots(seg_->output(round) + lo * elem_, lo * elem_, hi - lo);
+        publish(seg_->own().reduced);
+        if (args_.op == CollOp::kReduce && me != args_.root) return finish_round();
+        phase_ = Phase::kCollect;
+        next_ = 0;
+        return;
+      }
+      reduce_slots(out_ + at, 0, count_);
+      break;
+    case CollOp::kBroadcast:
+      if (me != args_.root) std::memcpy(out_ + at, seg_->input(args_.root, round), bytes);
+      break;
+    case CollOp::kAllgather:
+      for (int q = 0; q < args_.size; ++q)
+        std::memcpy(out_ + (static_cast<size_t>(q) * args_.count + offset_) * elem_,
+                    seg_->input(q, round), bytes);
+      break;
+    case CollOp::kReduceScatter: reduce_slots(out_ + at, static_cast<size_t>(me) * bytes, count_); break;
+    default: break;  // barrier: everyone has arrived
+  }
+  finish_round();
+}
+
+void SegmentRun::collect() {
+  const uint64_t round = first_round_ + index_;
+  std::memcpy(out_ + offset_ * elem_, seg_->output(round), count_ * elem_);
+  finish_round();
+}
+
+void SegmentRun::finish_round() {
+  publish(seg_->own().done);
+  if (++index_ < rounds_) return begin_round();
+  finished_ = true;
+  phase_ = Phase::kFinished;
+  seg_->own().active_round.store(kNoRound, std::memory_order_seq_cst);
+}
+
+void SegmentRun::publish(std::atomic<uint64_t>& flag) {
+  const uint64_t round = first_round_ + index_;
+  flag.store(round, std::memory_order_seq_cst);
+  seg_->wake_sleepers(round);
+}
+
+void SegmentRun::fail(Error error) {
+  if (!error_) error_ = std::make_shared<const Error>(std::move(error));
+  seg_->own().active_round.store(kNoRound, std::memory_order_seq_cst);
+}
+
+std::string SegmentRun::waiting_round() const {
+  std::ostringstream out;
+  out << "round " << (index_ + 1) << " of " << rounds_ << " of " << sig_.describe()
+      << " over the collective segment";
+  return out.str();
+}
+
+std::string SegmentRun::waiting_for() const {
+  if (blocked_on_ < 0) return "nothing (" + waiting_round() + ")";
+  return "rank " + std::to_string(blocked_on_) + " to " + blocked_what_ + " " + waiting_round();
+}
+
+}  // namespace plait::coll::segment
