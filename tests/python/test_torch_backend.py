@@ -12,9 +12,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIT = os.environ.get("PLAIT_BIN", "plait")
 
 
-def run_ranks(n, case, timeout=300, case_timeout_s=120, env=None):
-    cmd = [PLAIT, "run", "-n", str(n), "--", sys.executable, os.path.join(HERE, "torch_ranks.py"),
-           case]
+def run_ranks(n, case, timeout=300, case_timeout_s=120, env=None, script="torch_ranks.py"):
+    cmd = [PLAIT, "run", "-n", str(n), "--", sys.executable, os.path.join(HERE, script), case]
     env = dict(os.environ, CASE_TIMEOUT_S=str(case_timeout_s), **(env or {}))
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     return r.returncode, r.stdout + r.stderr
@@ -92,8 +91,18 @@ def test_ddp_steps_give_the_same_parameters_as_gloo():
 
 
 def test_profiler_ranges_are_titled_plait_op():
-    code, out = run_ranks(2, "profiler")
+    code, out = run_ranks(2, "profiler", script="torch_profiler_ranks.py")
     assert code == 0, out
+
+
+# PyTorch's distributed suite expects these of a backend's ranges, the way gloo opens them:
+# a coalesced call is titled by its base operation, and every point-to-point range is async
+# and records the shape of the tensor it sends or fills.
+@pytest.mark.parametrize("n", [2, 3])
+def test_profiler_ranges_follow_gloo(n):
+    code, out = run_ranks(n, "profiler_conventions", script="torch_profiler_ranks.py")
+    assert code == 0, out
+    assert out.count("profiler_conventions ok") == n, out
 
 
 # glibc fills freed memory with this byte once the per-thread cache is off, so a thread that

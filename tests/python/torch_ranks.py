@@ -375,15 +375,6 @@ def ddp():
     print(f"rank {me}: ddp ok", flush=True)
 
 
-def profiler():
-    with torch.profiler.profile() as prof:
-        dist.all_reduce(torch.ones(8))
-        dist.broadcast(torch.ones(8), 0)
-    names = {e.name for e in prof.events()}
-    assert "plait:all_reduce" in names and "plait:broadcast" in names, sorted(names)
-    print(f"rank {dist.get_rank()}: profiler ok", flush=True)
-
-
 def group_dropped_in_its_completion_thread():
     """A group whose last reference goes in its own completion thread, with calls still queued.
 

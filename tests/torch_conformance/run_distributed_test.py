@@ -14,6 +14,8 @@ Debian does not ship). Environment:
                parent whether test_barrier_timeout_global (file:// only) is skipped.
   MASTER_ADDR  default 127.0.0.1 (TestDistBackend.setUpClass sets it as well)
   MASTER_PORT  default: a free port picked at start-up
+  CONFORMANCE_PROFILING=1  also run the suite's profiler checks on BACKEND (they run
+               only for the backends on the suite's allowlists otherwise)
 
 Arguments are unittest's, e.g. `-k test_all_reduce` or
 `TestDistBackendWithSpawn.test_barrier`; `-v` is added unless -q is given.
@@ -151,6 +153,15 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 )
 
 torch.backends.cuda.matmul.allow_tf32 = False
+
+if os.environ.get("CONFORMANCE_PROFILING") == "1":
+    # The suite checks profiler ranges (titles, async flag, input shapes) only for the
+    # backends on its allowlists, read when a test runs: put this one on them as well.
+    import torch.testing._internal.distributed.distributed_test as _suite
+
+    for _allowed in (_suite.PROFILING_SUPPORTED_BACKENDS,
+                     _suite.SEND_RECV_PROFILING_SUPPORTED_BACKENDS):
+        _allowed.append(BACKEND)
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):

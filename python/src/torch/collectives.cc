@@ -66,8 +66,8 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce_coalesced(
                 t.scalar_type());
     check_reduce_op(opts.reduceOp, t, op);
   }
-  auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, "plait:all_reduce_coalesced", tensors,
-                        tensors);
+  // Titled by the base operation, as gloo does: profiles and PyTorch's tests look for it.
+  auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, "plait:all_reduce", tensors, tensors);
   // One flat buffer, one plait call.
   std::vector<at::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(as_real(t).reshape({-1}));
@@ -196,8 +196,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
   }
   std::vector<at::Tensor> flat_outs;
   for (const auto& list : outputs) flat_outs.insert(flat_outs.end(), list.begin(), list.end());
-  auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, "plait:all_gather_coalesced", inputs,
-                        flat_outs);
+  auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, "plait:all_gather", inputs, flat_outs);
   at::Tensor in = pack_bytes(inputs);
   at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
   work->keep(in);

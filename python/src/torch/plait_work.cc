@@ -58,11 +58,29 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
 
 namespace {
 
-// "plait:all_reduce" -> "all_reduce"
-std::string op_of(const char* profiling_title) {
-  std::string title = profiling_title ? profiling_title : "call";
-  const std::string prefix = "plait:";
-  return title.rfind(prefix, 0) == 0 ? title.substr(prefix.size()) : title;
+// The call as messages name it; the profiling title may be the base operation's instead
+// (an all_reduce_coalesced is profiled as "plait:all_reduce", as gloo does).
+const char* op_of(c10d::OpType type) {
+  switch (type) {
+    case c10d::OpType::BROADCAST: return "broadcast";
+    case c10d::OpType::ALLREDUCE: return "all_reduce";
+    case c10d::OpType::ALLREDUCE_COALESCED: return "all_reduce_coalesced";
+    case c10d::OpType::REDUCE: return "reduce";
+    case c10d::OpType::ALLGATHER: return "all_gather";
+    case c10d::OpType::_ALLGATHER_BASE: return "_allgather_base";
+    case c10d::OpType::ALLGATHER_COALESCED: return "all_gather_coalesced";
+    case c10d::OpType::GATHER: return "gather";
+    case c10d::OpType::SCATTER: return "scatter";
+    case c10d::OpType::REDUCE_SCATTER: return "reduce_scatter";
+    case c10d::OpType::_REDUCE_SCATTER_BASE: return "_reduce_scatter_base";
+    case c10d::OpType::ALLTOALL_BASE:
+    case c10d::OpType::ALLTOALL: return "all_to_all";
+    case c10d::OpType::SEND: return "send";
+    case c10d::OpType::RECV: return "recv";
+    case c10d::OpType::RECVANYSOURCE: return "recvAnySource";
+    case c10d::OpType::BARRIER: return "barrier";
+    default: return "call";
+  }
 }
 
 }  // namespace
@@ -74,7 +92,7 @@ PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
     : c10d::Work(rank, type, profiling_title,
                  c10::optional<std::vector<at::Tensor>>(std::move(inputs))),
       outputs_(std::move(outputs)),
-      op_(op_of(profiling_title)),
+      op_(op_of(type)),
       finish_limit_(finish_limit),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()))),

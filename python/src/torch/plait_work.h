@@ -105,7 +105,7 @@ class PlaitWork : public c10d::Work {
   // timed, so that a waiter with a deadline can give up on it.
   std::timed_mutex finish_mu_;
   std::atomic<bool> finished_{false};  // written under finish_mu_, read without it
-  const std::string op_;               // "all_reduce", for messages
+  const char* const op_;               // "all_reduce", for messages
   const std::chrono::milliseconds finish_limit_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<CompletionThread> completer_;

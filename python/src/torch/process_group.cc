@@ -157,8 +157,9 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
   check_single(tensors, op);
   TORCH_CHECK(tag >= 0, op, ": tag must not be negative, got ", tag);
   at::Tensor& t = tensors[0];
-  auto work = make_work(type, title, is_send ? tensors : std::vector<at::Tensor>{},
-                        is_send ? std::vector<at::Tensor>{} : tensors);
+  // A receive's range records the tensor it fills as its input, as gloo's does: the
+  // profiler shows a point-to-point call's shape on both ends.
+  auto work = make_work(type, title, tensors, is_send ? std::vector<at::Tensor>{} : tensors);
   const CallOptions call = options(timeout_);
   if (is_send) {
     at::Tensor buffer = t.contiguous();
