@@ -52,9 +52,25 @@ CommEngine::~CommEngine() {
   std::lock_guard lock(mu_);
   for (auto& c : submitted_colls_) c->work->finish(gone);
   for (auto& p : submitted_p2p_) p->work->finish(gone);
+  delete spare_call_.exchange(nullptr);
 }
 
 void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
+  // Nobody drives and nothing waits in the submission queue (calls are submitted in issue
+  // order, one at a time): the call joins the run queue directly and starts in this thread,
+  // without the queue's lock.
+  {
+    std::unique_lock drive(drive_mu_, std::try_to_lock);
+    if (drive.owns_lock() && submissions_.load(std::memory_order_acquire) == 0 &&
+        !aborted_.load(std::memory_order_acquire)) {
+      DriverMark mark(driver_);
+      queued_.push_back(std::move(call));
+      begin_driving();
+      run_available();
+      end_driving();
+      return;
+    }
+  }
   {
     std::lock_guard lock(mu_);
     if (abort_error_) {
@@ -261,8 +277,23 @@ char* CommEngine::scratch(size_t bytes) {
   return scratch_.data();
 }
 
+std::unique_ptr<CollectiveCall> CommEngine::new_call() {
+  if (CollectiveCall* spare = spare_call_.exchange(nullptr, std::memory_order_acquire))
+    return std::unique_ptr<CollectiveCall>(spare);
+  return std::make_unique<CollectiveCall>();
+}
+
+void CommEngine::recycle(std::unique_ptr<CollectiveCall> call) {
+  call->work.reset();  // the user's Work lives on as long as the user holds it
+  call->temp.reset();
+  CollectiveCall* empty = nullptr;
+  if (spare_call_.compare_exchange_strong(empty, call.get(), std::memory_order_release))
+    call.release();
+}
+
 void CommEngine::start_next_collective() {
-  auto active = std::make_unique<ActiveCollective>();
+  std::unique_ptr<ActiveCollective> active =
+      spare_active_ ? std::move(spare_active_) : std::make_unique<ActiveCollective>();
   active->call = std::move(queued_.front());
   queued_.pop_front();
   CollectiveCall& call = *active->call;
@@ -363,6 +394,9 @@ void CommEngine::finish_collective() {
     scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);
   call.work->finish(nullptr);
   if (done->executor) spare_executor_ = std::move(done->executor);
+  done->schedule.reset();
+  recycle(std::move(done->call));
+  spare_active_ = std::move(done);
 }
 
 void CommEngine::post(std::unique_ptr<PointToPointCall> call) {

@@ -74,6 +74,9 @@ class CommEngine final : public WorkDriver {
 
   void submit(std::unique_ptr<CollectiveCall> call);
   void submit(std::unique_ptr<PointToPointCall> call);
+  // A call to fill in and submit: the last finished one's memory when there is one (its
+  // fields are the caller's to set; args keeps its vectors' capacity).
+  std::unique_ptr<CollectiveCall> new_call();
   // Aborts (once) and tells the peers. Returns after every pending operation has been
   // cancelled in the fabric and failed, so the caller may free its buffers; throws
   // Error(kTimeout) if the thread driving the engine does not carry the abort out in time.
@@ -163,6 +166,7 @@ class CommEngine final : public WorkDriver {
   // waits for gets the core.
   bool oversubscribed_ = false;
   std::atomic<uint32_t> submissions_{0};  // nonzero: take_submissions() has work (or an abort)
+  std::atomic<bool> aborted_{false};      // abort_error_ is set (readable without mu_)
 
   // Shared with user threads.
   mutable std::mutex mu_;
@@ -182,6 +186,10 @@ class CommEngine final : public WorkDriver {
   // throws in between, loop() aborts, which clears it).
   std::unique_ptr<ActiveCollective> active_;
   std::unique_ptr<ScheduleExecutor> spare_executor_;  // the last one, kept for its memory
+  std::unique_ptr<ActiveCollective> spare_active_;    // likewise
+  // A finished call for new_call(), handed over without a lock (taken by any thread).
+  std::atomic<CollectiveCall*> spare_call_{nullptr};
+  void recycle(std::unique_ptr<CollectiveCall> call);
   std::deque<std::unique_ptr<PointToPointCall>> taken_p2p_;
   std::unordered_map<uint64_t, ActivePointToPoint> p2p_;
   uint64_t next_p2p_id_ = 1;

@@ -226,12 +226,12 @@ static const std::string& algorithm_name(Algorithm a) {
 
 // The cost model ranks every algorithm and explains its choice in text; that costs more than
 // a small collective over shared memory, so each plain shape (no per-rank counts) is
-// decided once.
-std::shared_ptr<const Selection> CommunicatorImpl::select(const CollArgs& args,
-                                                          const std::string& choice) {
-  if (!args.counts.empty() || !args.send_counts.empty())
-    return std::make_shared<const Selection>(select_algorithm(args, choice, config_, cost_));
-  std::lock_guard lock(select_mu_);
+// decided once. mu_ held; the result stays valid until the next call.
+const Selection& CommunicatorImpl::select(const CollArgs& args, const std::string& choice) {
+  if (!args.counts.empty() || !args.send_counts.empty()) {
+    v_selection_ = select_algorithm(args, choice, config_, cost_);
+    return v_selection_;
+  }
   // A loop calls the same shape again and again: the previous answer first, without
   // building a key.
   const SelectionKey& last = last_selection_key_;
@@ -240,7 +240,7 @@ std::shared_ptr<const Selection> CommunicatorImpl::select(const CollArgs& args,
       std::get<2>(last) == static_cast<int>(args.redop) && std::get<3>(last) == args.root &&
       std::get<4>(last) == args.count && std::get<5>(last) == args.in_place &&
       std::get<6>(last) == choice)
-    return last_selection_;
+    return *last_selection_;
   SelectionKey key{static_cast<int>(args.op), static_cast<int>(args.dtype),
                    static_cast<int>(args.redop), args.root, args.count, args.in_place, choice};
   auto it = selections_.find(key);
@@ -253,25 +253,22 @@ std::shared_ptr<const Selection> CommunicatorImpl::select(const CollArgs& args,
   }
   last_selection_key_ = std::move(key);
   last_selection_ = it->second;
-  return last_selection_;
+  return *last_selection_;
 }
 
 WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
   const size_t elem = dtype_size(c.args.dtype);
-  const std::string op_name(to_string(c.args.op));
+  const std::string_view op_name = to_string(c.args.op);
   const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;
   c.args.chunk_count = std::max<size_t>(1, chunk_bytes / elem);
-  const std::shared_ptr<const Selection> chosen = select(c.args, opts.algorithm);
-  const Selection& selection = *chosen;
 
-  auto call = std::make_unique<CollectiveCall>();
-  call->algorithm = selection.info;
+  std::unique_ptr<CollectiveCall> call = engine_->new_call();
   call->timeout = timeout_for(opts);
   // Stand-ins for buffers this rank need not supply (non-roots' reduce output, ...).
   size_t temp_bytes = 0;
   if (c.input == nullptr) temp_bytes += c.input_elems * elem;
   if (c.output == nullptr) temp_bytes += c.output_elems * elem;
-  if (temp_bytes > 0) call->temp = std::make_unique<char[]>(temp_bytes);
+  call->temp.reset(temp_bytes > 0 ? new char[temp_bytes] : nullptr);
   char* temp = call->temp.get();
   static char kEmpty[8];  // a valid address for zero-length slices; never written
   auto stand_in = [&](size_t elems) -> char* {
@@ -286,17 +283,22 @@ WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
   call->avg_count = c.avg_count;
   call->args = std::move(c.args);
 
+  // Held through submit(): sequence numbers follow issue order.
   std::lock_guard lock(mu_);
+  const Selection& selection = select(call->args, opts.algorithm);
+  call->algorithm = selection.info;
   call->seq = seq_++;
   size_t total = call->args.count * elem;
-  call->work = std::make_shared<WorkImpl>(
+  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(work_blocks_), 
       WorkLabel{.op = to_string(call->args.op), .seq = static_cast<int64_t>(call->seq), .bytes = total},
       wait_limit(call->timeout),
-      ErrorContext{.rank = rank(), .op = op_name, .seq = static_cast<int64_t>(call->seq)},
+      ErrorContext{.rank = rank(), .op = std::string(op_name), .seq = static_cast<int64_t>(call->seq)},
       &algorithm_name(selection.info->algorithm));
-  auto key = std::make_tuple(static_cast<int>(call->args.op), static_cast<int>(call->args.dtype),
-                             call->args.count, static_cast<int>(selection.info->algorithm));
-  if (log_enabled(LogLevel::kInfo) && logged_.size() < 4096 && logged_.insert(key).second) {
+  if (log_enabled(LogLevel::kInfo) && logged_.size() < 4096 &&
+      logged_
+          .insert({static_cast<int>(call->args.op), static_cast<int>(call->args.dtype),
+                   call->args.count, static_cast<int>(selection.info->algorithm)})
+          .second) {
     log(LogLevel::kInfo, op_name, " #", call->seq, " (count ", call->args.count, ", ",
         to_string(call->args.dtype), ", ", size(), " ranks): ", to_string(selection.info->algorithm),
         ", ", selection.reason);
@@ -321,7 +323,7 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
   call->peer = peer;
   call->tag = tag;
   call->timeout = timeout_for(opts);
-  call->work = std::make_shared<WorkImpl>(
+  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(work_blocks_), 
       WorkLabel{.op = "send", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "send"});
@@ -344,7 +346,7 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   call->peer = peer;
   call->tag = tag;
   call->timeout = timeout_for(opts);
-  call->work = std::make_shared<WorkImpl>(
+  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(work_blocks_), 
       WorkLabel{.op = "recv", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
       ErrorContext{.rank = rank(), .peer = peer, .op = "recv"});

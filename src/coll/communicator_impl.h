@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "coll/block_cache.h"
 #include "coll/comm_engine.h"
 #include "coll/select.h"
 #include "core/config.h"
@@ -72,7 +73,7 @@ class CommunicatorImpl : public Communicator {
   };
   CollArgs base_args(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count) const;
   WorkPtr enqueue(Call call, const CallOptions& opts);
-  std::shared_ptr<const Selection> select(const CollArgs& args, const std::string& choice);
+  const Selection& select(const CollArgs& args, const std::string& choice);  // mu_ held
   void check_root(int root, const char* op) const;
   // count * times elements of dtype; throws kInvalidUsage when their byte size overflows (a
   // wrapped product would size every buffer and message wrongly).
@@ -94,13 +95,16 @@ class CommunicatorImpl : public Communicator {
   std::chrono::milliseconds timeout_;
   CostParams cost_;
   uint64_t segment_slot_bytes_ = 0;  // nonzero: the engine has a collective segment
+  // Where Works come from: the last ones' memory, reused (block_cache.h).
+  std::shared_ptr<BlockCache> work_blocks_ = std::make_shared<BlockCache>();
   std::mutex mu_;  // orders calls: sequence numbers follow issue order
   uint64_t seq_ = 0;
   std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged
   // (op, dtype, redop, root, count, in_place, the call's algorithm choice) -> selection
   using SelectionKey = std::tuple<int, int, int, int, size_t, bool, std::string>;
-  std::mutex select_mu_;
+  // The selection caches; guarded by mu_.
   std::map<SelectionKey, std::shared_ptr<const Selection>> selections_;
+  Selection v_selection_;  // the last call with per-rank counts (not cached)
   SelectionKey last_selection_key_;
   std::shared_ptr<const Selection> last_selection_;
   // subgroup(): how many groups of each member list this rank has made (the n-th one of a

@@ -61,6 +61,7 @@ void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Cu
     }
     abort_error_ = std::make_shared<const Error>(
         aborted_error("communicator aborted: " + reason, {.rank = rank_}));
+    aborted_.store(true, std::memory_order_release);
   }
   fabric_->cancel(cq_.get());
   // A collective on the segment touches user memory only inside progress(), in the driving

@@ -21,6 +21,11 @@ bool WorkImpl::test() {
 }
 
 void WorkImpl::wait(std::chrono::milliseconds timeout) {
+  // Done already (often, for a small collective): error_ was set before done_flag_.
+  if (done()) {
+    if (error_) throw *error_;
+    return;
+  }
   // Bounded so that a huge timeout cannot overflow the clock.
   const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
   if (!done()) {

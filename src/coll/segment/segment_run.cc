@@ -33,7 +33,7 @@ uint64_t SegmentRun::rounds_for(const CollArgs& args, uint64_t slot_bytes) {
 void SegmentRun::start(CollectiveSegment* seg, const CollArgs& args, void* input, void* output,
                        uint64_t first_round, const Signature& signature, PeerHealthView health) {
   seg_ = seg;
-  args_ = args;
+  args_ = &args;
   in_ = static_cast<char*>(input);
   out_ = static_cast<char*>(output);
   elem_ = dtype_size(args.dtype);
@@ -50,18 +50,18 @@ void SegmentRun::start(CollectiveSegment* seg, const CollArgs& args, void* input
   begin_round();
 }
 
-size_t SegmentRun::chunk_elems() const { return per_round(args_, seg_->slot_bytes()); }
+size_t SegmentRun::chunk_elems() const { return per_round(*args_, seg_->slot_bytes()); }
 
 bool SegmentRun::splits(const CollArgs& args, size_t chunk_bytes, uint64_t slot_bytes) {
   return (args.op == CollOp::kAllreduce || args.op == CollOp::kReduce) && args.size > 2 &&
          chunk_bytes > std::min<size_t>(kDirectBytes, slot_bytes / 2);
 }
 
-bool SegmentRun::split() const { return splits(args_, count_ * elem_, seg_->slot_bytes()); }
+bool SegmentRun::split() const { return splits(*args_, count_ * elem_, seg_->slot_bytes()); }
 
 void SegmentRun::begin_round() {
   offset_ = static_cast<size_t>(index_) * chunk_elems();
-  count_ = args_.op == CollOp::kBarrier ? 0 : std::min(chunk_elems(), args_.count - std::min(args_.count, offset_));
+  count_ = args_->op == CollOp::kBarrier ? 0 : std::min(chunk_elems(), args_->count - std::min(args_->count, offset_));
   phase_ = Phase::kClaim;
   next_ = 0;
   seg_->own().active_round.store(first_round_ + index_, std::memory_order_seq_cst);
@@ -84,7 +84,7 @@ bool SegmentRun::step() {
     case Phase::kGather: {
       // A broadcast's receivers need the root only; the root waits for everyone, which is
       // how a rank that disagrees about the root is found (nobody else reads its signature).
-      const int only = args_.op == CollOp::kBroadcast && seg_->rank() != args_.root ? args_.root : -1;
+      const int only = args_->op == CollOp::kBroadcast && seg_->rank() != args_->root ? args_->root : -1;
       if (!wait_all(&RankControl::arrive, only)) return false;
       consume();
       return true;
@@ -103,7 +103,7 @@ bool SegmentRun::step() {
 bool SegmentRun::wait_all(std::atomic<uint64_t> RankControl::*flag, int only) {
   const uint64_t round = first_round_ + index_;
   const uint64_t want = flag == &RankControl::done ? round - 2 : round;
-  const int size = args_.size;
+  const int size = args_->size;
   for (; next_ < size; ++next_) {
     const int q = only >= 0 ? only : next_;
     if (q != seg_->rank() && (seg_->control(q).*flag).load(std::memory_order_acquire) < want) {
@@ -132,14 +132,14 @@ void SegmentRun::note_blocked(int rank) {
   fail(remote_error("rank " + std::to_string(rank) + " failed while this rank waited for it to " +
                         blocked_what_ + " " + waiting_round() + ": " +
                         health_.fabric->peer_failure(fabric_rank),
-                    {.rank = args_.rank, .peer = rank}));
+                    {.rank = args_->rank, .peer = rank}));
 }
 
 bool SegmentRun::signature_ok(int rank) {
   const uint64_t round = first_round_ + index_;
   const uint64_t theirs = seg_->control(rank).signature[round % 2].load(std::memory_order_relaxed);
   if (theirs == signature_) return true;
-  fail(invalid_usage(mismatch_message(sig_, theirs, rank), {.rank = args_.rank, .peer = rank}));
+  fail(invalid_usage(mismatch_message(sig_, theirs, rank), {.rank = args_->rank, .peer = rank}));
   return false;
 }
 
@@ -150,23 +150,23 @@ void SegmentRun::contribute() {
   const size_t bytes = count_ * elem_;
   const size_t at = offset_ * elem_;
   bool reads_nothing = false;  // this rank takes nothing from the segment this round
-  switch (args_.op) {
+  switch (args_->op) {
     case CollOp::kAllreduce:
     case CollOp::kAllgather: std::memcpy(slot, in_ + at, bytes); break;
     case CollOp::kReduce:
       std::memcpy(slot, in_ + at, bytes);
-      reads_nothing = me != args_.root && !split();
+      reads_nothing = me != args_->root && !split();
       break;
     case CollOp::kBroadcast:
-      if (me == args_.root) {
+      if (me == args_->root) {
         std::memcpy(slot, in_ + at, bytes);
         if (out_ != in_) std::memcpy(out_ + at, in_ + at, bytes);
       }
       break;
     case CollOp::kReduceScatter:
-      for (int b = 0; b < args_.size; ++b)
+      for (int b = 0; b < args_->size; ++b)
         std::memcpy(slot + static_cast<size_t>(b) * bytes,
-                    in_ + (static_cast<size_t>(b) * args_.count + offset_) * elem_, bytes);
+                    in_ + (static_cast<size_t>(b) * args_->count + offset_) * elem_, bytes);
       break;
     default: break;  // barrier: nothing to carry
   }
@@ -181,12 +181,12 @@ void SegmentRun::contribute() {
 // dst[0, n) = the reduction, in rank order, of every rank's slot at byte offset `at`.
 void SegmentRun::reduce_slots(char* dst, size_t at, size_t n) const {
   const uint64_t round = first_round_ + index_;
-  if (args_.size == 1) {
+  if (args_->size == 1) {
     std::memcpy(dst, seg_->input(0, round) + at, n * elem_);
     return;
   }
-  reduce_into(args_.dtype, redop_, dst, seg_->input(0, round) + at, seg_->input(1, round) + at, n);
-  for (int q = 2; q < args_.size; ++q) reduce_inplace(args_.dtype, redop_, dst, seg_->input(q, round) + at, n);
+  reduce_into(args_->dtype, redop_, dst, seg_->input(0, round) + at, seg_->input(1, round) + at, n);
+  for (int q = 2; q < args_->size; ++q) reduce_inplace(args_->dtype, redop_, dst, seg_->input(q, round) + at, n);
 }
 
 void SegmentRun::consume() {
@@ -194,18 +194,18 @@ void SegmentRun::consume() {
   const int me = seg_->rank();
   const size_t bytes = count_ * elem_;
   const size_t at = offset_ * elem_;
-  switch (args_.op) {
+  switch (args_->op) {
     case CollOp::kAllreduce:
     case CollOp::kReduce:
       if (split()) {
         // Part `me` of the chunk, aligned to cache lines so that no two ranks write one line.
         const size_t unit = std::max<size_t>(1, 64 / elem_);
-        const size_t per = ceil_div(ceil_div(count_, static_cast<size_t>(args_.size)), unit) * unit;
+        const size_t per = ceil_div(ceil_div(count_, static_cast<size_t>(args_->size)), unit) * unit;
         const size_t lo = std::min(count_, static_cast<size_t>(me) * per);
         const size_t hi = std::min(count_, lo + per);
         if (hi > lo) reduce_slots(seg_->output(round) + lo * elem_, lo * elem_, hi - lo);
         publish(seg_->own().reduced);
-        if (args_.op == CollOp::kReduce && me != args_.root) return finish_round();
+        if (args_->op == CollOp::kReduce && me != args_->root) return finish_round();
         phase_ = Phase::kCollect;
         next_ = 0;
         return;
@@ -213,11 +213,11 @@ void SegmentRun::consume() {
       reduce_slots(out_ + at, 0, count_);
       break;
     case CollOp::kBroadcast:
-      if (me != args_.root) std::memcpy(out_ + at, seg_->input(args_.root, round), bytes);
+      if (me != args_->root) std::memcpy(out_ + at, seg_->input(args_->root, round), bytes);
       break;
     case CollOp::kAllgather:
-      for (int q = 0; q < args_.size; ++q)
-        std::memcpy(out_ + (static_cast<size_t>(q) * args_.count + offset_) * elem_,
+      for (int q = 0; q < args_->size; ++q)
+        std::memcpy(out_ + (static_cast<size_t>(q) * args_->count + offset_) * elem_,
                     seg_->input(q, round), bytes);
       break;
     case CollOp::kReduceScatter: reduce_slots(out_ + at, static_cast<size_t>(me) * bytes, count_); break;

@@ -44,7 +44,7 @@ class SegmentRun {
  public:
   // Starts the collective of `args` as rounds first_round, first_round + 1, ... (every rank
   // passes the same first round: the engine counts them per communicator). Does not touch
-  // the segment yet.
+  // the segment yet. `args` must outlive the run (the engine's call holds it).
   void start(CollectiveSegment* seg, const CollArgs& args, void* input, void* output,
              uint64_t first_round, const Signature& signature, PeerHealthView health);
   // Advances as far as the flags allow; never waits. Returns true if it did anything.
@@ -88,7 +88,7 @@ class SegmentRun {
   bool split() const;
 
   CollectiveSegment* seg_ = nullptr;
-  CollArgs args_;
+  const CollArgs* args_ = nullptr;  // the call's, which outlives the run
   char* in_ = nullptr;
   char* out_ = nullptr;
   size_t elem_ = 0;
