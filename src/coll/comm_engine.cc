@@ -67,7 +67,7 @@ void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
       queued_.push_back(std::move(call));
       begin_driving();
       run_available();
-      end_driving();
+      end_driving(/*lend=*/true);
       return;
     }
   }
@@ -115,13 +115,25 @@ void CommEngine::start_or_hand_over() {
 
 void CommEngine::begin_driving() {
   cq_->begin_active_polling();
-  if (segment_) segment_->own().pollers.fetch_add(1, std::memory_order_seq_cst);
+  if (!segment_) return;
+  if (poll_credit_)
+    poll_credit_ = false;  // counted already, by the submitter that lent it
+  else
+    segment_->own().pollers.fetch_add(1, std::memory_order_seq_cst);
 }
 
-void CommEngine::end_driving() {
+void CommEngine::end_driving(bool lend) {
   cq_->end_active_polling();
   if (!segment_) return;
-  segment_->own().pollers.fetch_sub(1, std::memory_order_seq_cst);
+  segment::RankControl& own = segment_->own();
+  if (lend && policy_ != WaitPolicy::kBlock && active_ && !active_->schedule && !active_done()) {
+    // The caller waits next, and polls: peers need not ring us meanwhile.
+    own.grace_until.store((Clock::now() + spin_time_).time_since_epoch().count(),
+                          std::memory_order_release);
+    poll_credit_ = true;
+    return;
+  }
+  own.pollers.fetch_sub(1, std::memory_order_seq_cst);
   // A peer that published while we polled did not ring us; whatever it published after our
   // last pass is taken now, and from here on a peer rings the engine thread instead.
   if (active_ && !active_->schedule && !active_done()) run_available(false);
@@ -140,6 +152,10 @@ void CommEngine::loop() {
     {
       std::lock_guard drive(drive_mu_);
       DriverMark mark(driver_);
+      if (poll_credit_ && segment_) {  // the submitter did not wait: this thread takes over
+        poll_credit_ = false;
+        segment_->own().pollers.fetch_sub(1, std::memory_order_seq_cst);
+      }
       wake = run_available();
     }
     // Sleep without the lock, so a waiting caller can drive; never spin here (the caller
@@ -212,7 +228,7 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
   std::unique_lock drive(drive_mu_, std::defer_lock);
   for (unsigned i = 1; !drive.try_lock(); ++i) {
     if (work.done() || ((i & 63) == 0 && Clock::now() >= spin_end)) return;
-    if (oversubscribed_ || (i & 63) == 0)
+    if (oversubscribed_ || (i & 1023) == 0)
       sched_yield();
     else
       cpu_relax();
@@ -229,14 +245,19 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
     if (work.done()) break;
     if (check_time && Clock::now() >= spin_end) break;
     // With more ranks than cores the peer we wait for may be waiting for our core: give it
-    // up on every idle pass (Open MPI's yield_when_idle). Otherwise now and then, so that a
-    // progress thread sharing our core is not held off for a whole time slice.
-    if (oversubscribed_ || check_time)
+    // up on every idle pass (Open MPI's yield_when_idle). Otherwise only after a long spin
+    // (1024 passes, tens of microseconds), so that a thread sharing our core is not held off
+    // for a whole time slice: a short wait, the common case, makes no system call.
+    if (oversubscribed_ || (i & 1023) == 0)
       sched_yield();
     else
       cpu_relax();
   }
   end_driving();
+}
+
+void CommEngine::drive_in_background() {
+  if (segment_) cq_->interrupt();  // the engine thread wakes, and takes any lent poll over
 }
 
 void CommEngine::drive_once() {

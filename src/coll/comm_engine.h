@@ -87,6 +87,7 @@ class CommEngine final : public WorkDriver {
   // WorkDriver: a waiting user thread runs the engine.
   void drive(const WorkImpl& work, Clock::time_point until) override;
   void drive_once() override;
+  void drive_in_background() override;
 
   const std::shared_ptr<transport::Fabric>& fabric() const { return fabric_; }
   int rank() const { return rank_; }
@@ -129,7 +130,9 @@ class CommEngine final : public WorkDriver {
   // A thread starts or stops driving (the completion queue's polling, and the segment's:
   // while some thread of ours polls, no peer rings our bell).
   void begin_driving();
-  void end_driving();
+  // `lend`: the caller submitted and is about to wait; it keeps counting as a poller for the
+  // spin budget if its collective on the segment is not done (collective_segment.h).
+  void end_driving(bool lend = false);
   // The engine thread's sleep, on the completion queue and on the segment's bell.
   void sleep_until(Clock::time_point wake, uint32_t bell_seen);
   void post(std::unique_ptr<PointToPointCall> call);
@@ -199,6 +202,7 @@ class CommEngine final : public WorkDriver {
   std::unique_ptr<segment::CollectiveSegment> segment_;  // null: no "shm" algorithms
   segment::SegmentRun segment_run_;  // the active collective's, when it runs on the segment
   uint64_t next_round_ = 1;          // the segment's rounds, counted alike on every rank
+  bool poll_credit_ = false;  // a submitter's poller count is lent to the next driver
   std::vector<char> control_buf_;
   bool last_control_recv_ = false;  // posted after every member had gone (drive_mu_)
   std::string abort_notice_;  // the text sent to peers; lives until the sends are done

@@ -61,6 +61,7 @@ void WorkImpl::on_complete(std::function<void()> callback) {
     std::lock_guard lock(mu_);
     if (!done_) {
       callbacks_.push_back(std::move(callback));
+      if (auto driver = driver_.lock()) driver->drive_in_background();
       return;
     }
   }

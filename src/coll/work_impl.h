@@ -30,6 +30,9 @@ class WorkDriver {
   virtual void drive(const WorkImpl& work, Clock::time_point until) = 0;
   // One non-blocking pass, if nobody else is driving.
   virtual void drive_once() = 0;
+  // Nobody may wait for `work` (a callback consumes it): the engine's own thread must take
+  // it over now rather than when the submitter's grace as a poller runs out.
+  virtual void drive_in_background() = 0;
 };
 
 // What a Work is, for messages; composed into text only when one is needed (a per-call

@@ -134,8 +134,10 @@ void CollectiveSegment::wake_sleepers(uint64_t round) const {
     if (static_cast<int>(r) == rank_) continue;
     RankControl& c = control(static_cast<int>(r));
     if (c.sleeping.load(std::memory_order_seq_cst) == 0 ||
-        c.pollers.load(std::memory_order_seq_cst) != 0 ||
         c.active_round.load(std::memory_order_seq_cst) > round)
+      continue;
+    if (c.pollers.load(std::memory_order_seq_cst) != 0 &&
+        Clock::now().time_since_epoch().count() < c.grace_until.load(std::memory_order_acquire))
       continue;
     c.bell.fetch_add(1, std::memory_order_seq_cst);
     transport::shm::futex_wake_shared(&c.bell, INT_MAX);

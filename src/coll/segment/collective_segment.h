@@ -22,7 +22,8 @@
 // Waking: a rank's engine thread may sleep on its doorbell (`bell`) when it has a round in
 // progress that nobody of its process is polling; whoever publishes a flag rings the bell of
 // every such rank (wake_sleepers()). While some thread of a rank polls (`pollers`), nobody
-// rings it: the steady state of a loop of collectives makes no system call.
+// rings it: the steady state of a loop of collectives makes no system call. A call's
+// submitter counts as a poller until it waits, for a grace period (`grace_until`).
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,10 @@ struct RankControl {
   std::atomic<uint64_t> active_round{kNoRound};
   std::atomic<uint32_t> sleeping{0};
   std::atomic<uint32_t> pollers{0};
+  // A submitting thread that leaves with its round unfinished keeps counting as a poller
+  // until this steady-clock time (ns): it is about to wait, and will poll. Past it, peers ring
+  // the engine thread after all (the caller did not wait: an asynchronous call).
+  std::atomic<int64_t> grace_until{0};
   // Written by the other ranks: bumped to wake this rank's sleeping engine thread (a futex).
   alignas(64) std::atomic<uint32_t> bell{0};
 };
