@@ -103,15 +103,16 @@ PlaitWork::~PlaitWork() = default;
 
 void PlaitWork::launch(const c10::intrusive_ptr<PlaitWork>& work) {
   work->pending_ = work->parts_.size();
-  if (work->parts_.empty()) {
-    work->finish_call();
-    return;
-  }
+  // The launching thread counts as a waiter: a small call often completes while it is being
+  // started (the caller drives the engine), and finishing it here costs far less than
+  // waking the completion thread for it.
+  ++work->waiters_;
   for (auto& part : work->parts_) {
     part->on_complete([w = work] {
       if (--w->pending_ == 0 && w->waiters_.load() == 0) w->completer_->post(w);
     });
   }
+  if (--work->waiters_ == 0 && work->pending_.load() == 0) work->finish_call();
 }
 
 void PlaitWork::finish_call() {
