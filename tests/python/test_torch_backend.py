@@ -113,12 +113,23 @@ POISON_FREED_MEMORY = {"MALLOC_PERTURB_": "165", "GLIBC_TUNABLES": "glibc.malloc
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_group_dropped_in_its_own_completion_thread(n):
-    code, out = run_ranks(n, "group_dropped_in_its_completion_thread", env=POISON_FREED_MEMORY)
+    code, out = run_ranks(n, "group_dropped_in_its_completion_thread", env=POISON_FREED_MEMORY,
+                          script="torch_work_ranks.py")
     assert code == 0, out
     assert out.count("group_dropped_in_its_completion_thread ok") == n, out
 
 
 def test_wait_with_timeout_gives_up_while_another_thread_finishes():
-    code, out = run_ranks(2, "wait_bounded")
+    code, out = run_ranks(2, "wait_bounded", script="torch_work_ranks.py")
     assert code == 0, out
     assert out.count("wait_bounded ok") == 2, out
+
+
+# A Future made on demand: asked for after the call (completed at once), before it (completed
+# with the call, after its copy-back step), and failed by a failed call either way.
+@pytest.mark.parametrize("n", [2, 3])
+def test_futures_whenever_asked_for(n):
+    code, out = run_ranks(n, "futures", script="torch_work_ranks.py")
+    assert code == 0, out
+    assert out.count("futures ok") == n, out
+

@@ -11,7 +11,7 @@
 namespace plait::torch_backend {
 namespace {
 
-void check_root(int64_t root, int size, const std::string& what) {
+void check_root(int64_t root, int size, const CallName& what) {
   TORCH_CHECK(root >= 0 && root < size, what, ": root ", root, " out of range for ", size,
               " ranks");
 }
@@ -33,14 +33,14 @@ void PlaitProcessGroup::fallback_allreduce(PlaitWork& work, const at::Tensor& bu
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
-  const std::string op = what("all_reduce");
+  const CallName op = what("all_reduce");
   if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse())
     return sparse_allreduce(tensors[0], opts);
   check_single(tensors, op);
   check_reduce_op(opts.reduceOp, tensors[0], op);
   auto work = make_work(c10d::OpType::ALLREDUCE, "plait:all_reduce", tensors, tensors);
-  auto landing = std::make_shared<Landing>(tensors[0]);
-  at::Tensor buffer = as_real(landing->buffer);
+  const Landing landing(tensors[0]);
+  at::Tensor buffer = as_real(landing.buffer);
   work->keep(buffer);
   const CallOptions call = options(opts.timeout);
   auto dtype = native_dtype(buffer.scalar_type());
@@ -50,14 +50,14 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce(std::vector<at::Tens
                                     *redop, call));
   else
     fallback_allreduce(*work, buffer, opts.reduceOp, call);
-  if (landing->staged()) work->then([landing] { landing->land(); });
+  if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  const std::string op = what("all_reduce_coalesced");
+  const CallName op = what("all_reduce_coalesced");
   TORCH_CHECK(!tensors.empty(), op, ": no tensors");
   for (const auto& t : tensors) {
     check_cpu_dense(t, op);
@@ -89,15 +89,15 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
-  const std::string op = what("reduce");
+  const CallName op = what("reduce");
   check_single(tensors, op);
   check_reduce_op(opts.reduceOp, tensors[0], op);
   check_root(opts.rootRank, size_, op);
   TORCH_CHECK(opts.rootTensor == 0, op, ": rootTensor must be 0, got ", opts.rootTensor);
   const int root = static_cast<int>(opts.rootRank);
   auto work = make_work(c10d::OpType::REDUCE, "plait:reduce", tensors, tensors);
-  auto landing = std::make_shared<Landing>(tensors[0]);
-  at::Tensor buffer = as_real(landing->buffer);
+  const Landing landing(tensors[0]);
+  at::Tensor buffer = as_real(landing.buffer);
   work->keep(buffer);
   const CallOptions call = options(opts.timeout);
   auto dtype = native_dtype(buffer.scalar_type());
@@ -117,24 +117,24 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce(std::vector<at::Tensor>
     work->add_part(comm_->gather(buffer.data_ptr(), rank_ == root ? rows.data_ptr() : nullptr,
                                  nbytes(buffer), DataType::kU8, root, call));
   }
-  if (landing->staged() && rank_ == root) work->then([landing] { landing->land(); });
+  if (landing.staged() && rank_ == root) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
-  const std::string op = what("broadcast");
+  const CallName op = what("broadcast");
   check_single(tensors, op);
   check_root(opts.rootRank, size_, op);
   TORCH_CHECK(opts.rootTensor == 0, op, ": rootTensor must be 0, got ", opts.rootTensor);
   auto work = make_work(c10d::OpType::BROADCAST, "plait:broadcast", tensors, tensors);
-  auto landing = std::make_shared<Landing>(tensors[0]);
-  work->keep(landing->buffer);
-  void* p = landing->buffer.data_ptr();
-  work->add_part(comm_->broadcast(p, p, nbytes(landing->buffer), DataType::kU8,
+  const Landing landing(tensors[0]);
+  work->keep(landing.buffer);
+  void* p = landing.buffer.data_ptr();
+  work->add_part(comm_->broadcast(p, p, nbytes(landing.buffer), DataType::kU8,
                                   static_cast<int>(opts.rootRank), options(opts.timeout)));
-  if (landing->staged()) work->then([landing] { landing->land(); });
+  if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
   return work;
 }
@@ -142,9 +142,9 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::broadcast(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  const std::string op = what("all_gather");
+  const CallName op = what("all_gather");
   check_single(inputs, op);
-  check_rank_list(outputs, size_, inputs[0], op + " output");
+  check_rank_list(outputs, size_, inputs[0], op.of(" output"));
   auto work = make_work(c10d::OpType::ALLGATHER, "plait:all_gather", inputs, outputs[0]);
   at::Tensor in = inputs[0].contiguous();
   at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
@@ -160,7 +160,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather(
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  const std::string op = what("_allgather_base");
+  const CallName op = what("_allgather_base");
   check_cpu_dense(output, op);
   check_cpu_dense(input, op);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), op, ": output is ",
@@ -169,12 +169,12 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_allgather_base(
               " elements, expected ", size_, " x ", input.numel());
   auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "plait:_allgather_base", {input}, {output});
   at::Tensor in = input.contiguous();
-  auto landing = std::make_shared<Landing>(output);
+  const Landing landing(output);
   work->keep(in);
-  work->keep(landing->buffer);
-  work->add_part(comm_->allgather(in.data_ptr(), landing->buffer.data_ptr(), nbytes(in),
+  work->keep(landing.buffer);
+  work->add_part(comm_->allgather(in.data_ptr(), landing.buffer.data_ptr(), nbytes(in),
                                   DataType::kU8, options(opts.timeout)));
-  if (landing->staged()) work->then([landing] { landing->land(); });
+  if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
   return work;
 }
@@ -182,7 +182,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_allgather_base(
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  const std::string op = what("all_gather_coalesced");
+  const CallName op = what("all_gather_coalesced");
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_, op, ": expects ", size_,
               " output lists, got ", outputs.size());
   for (const auto& t : inputs) check_cpu_dense(t, op);
@@ -211,12 +211,12 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  const std::string op = what("gather");
+  const CallName op = what("gather");
   check_single(inputs, op);
   check_root(opts.rootRank, size_, op);
   const int root = static_cast<int>(opts.rootRank);
   if (rank_ == root) {
-    check_rank_list(outputs, size_, inputs[0], op + " output");
+    check_rank_list(outputs, size_, inputs[0], op.of(" output"));
   } else {
     TORCH_CHECK(outputs.empty(), op, ": only the root (rank ", root, ") takes output tensors");
   }
@@ -239,12 +239,12 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::gather(
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  const std::string op = what("scatter");
+  const CallName op = what("scatter");
   check_single(outputs, op);
   check_root(opts.rootRank, size_, op);
   const int root = static_cast<int>(opts.rootRank);
   if (rank_ == root) {
-    check_rank_list(inputs, size_, outputs[0], op + " input");
+    check_rank_list(inputs, size_, outputs[0], op.of(" input"));
   } else {
     TORCH_CHECK(inputs.empty(), op, ": only the root (rank ", root, ") takes input tensors");
   }
@@ -255,12 +255,12 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::scatter(
     flat = pack_bytes(inputs[0]);
     work->keep(flat);
   }
-  auto landing = std::make_shared<Landing>(outputs[0]);
-  work->keep(landing->buffer);
+  const Landing landing(outputs[0]);
+  work->keep(landing.buffer);
   work->add_part(comm_->scatter(rank_ == root ? flat.data_ptr() : nullptr,
-                                landing->buffer.data_ptr(), nbytes(landing->buffer),
+                                landing.buffer.data_ptr(), nbytes(landing.buffer),
                                 DataType::kU8, root, options(opts.timeout)));
-  if (landing->staged()) work->then([landing] { landing->land(); });
+  if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
   return work;
 }

@@ -1,5 +1,7 @@
 #include "plait_work.h"
 
+#include <ATen/ThreadLocalState.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include "plait/error.h"
@@ -86,20 +88,73 @@ const char* op_of(c10d::OpType type) {
 }  // namespace
 
 PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
-                     std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
+                     const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                      std::shared_ptr<CompletionThread> completer,
                      std::weak_ptr<Communicator> comm, std::chrono::milliseconds finish_limit)
-    : c10d::Work(rank, type, profiling_title,
-                 c10::optional<std::vector<at::Tensor>>(std::move(inputs))),
+    : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
       op_(op_of(type)),
       finish_limit_(finish_limit),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))),
       completer_(std::move(completer)),
-      comm_(std::move(comm)) {}
+      comm_(std::move(comm)) {
+  open_profiler_range(profiling_title, inputs);
+}
 
 PlaitWork::~PlaitWork() = default;
+
+// What c10d::Work's constructor does with a title, but only while a profiler listens: torch
+// 1.13's allocates a RecordFunction and copies the inputs for every call, profiled or not.
+// Work::finish() closes the range.
+void PlaitWork::open_profiler_range(const char* title,
+                                    const std::vector<at::Tensor>& inputs) {
+  auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
+  if (!callbacks) return;
+  auto range = std::make_shared<at::RecordFunction>(std::move(*callbacks));
+  // Finished by whichever thread completes the call, so not a scope of this thread's stack.
+  range->_setAsync();
+  const std::vector<c10::IValue> shapes(inputs.begin(), inputs.end());
+  range->before(title, c10::ArrayRef<const c10::IValue>(shapes.data(), shapes.size()));
+  std::function<void()> end = [range] { range->end(); };
+  recordFunctionEndCallback_ = at::wrapPropagateTLSState(std::move(end));
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> PlaitWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  bool due = false;
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(future_mu_);
+    if (!future_) {
+      future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+      due = future_due_;
+      error = future_error_;
+    }
+    future = future_;
+  }
+  // Outside the lock: completing runs the Future's callbacks (none yet, it is new).
+  if (due) {
+    if (error)
+      future->setError(error);
+    else
+      future->markCompleted(c10::IValue(outputs_));
+  }
+  return future;
+}
+
+void PlaitWork::complete_future(std::exception_ptr error) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    std::lock_guard lock(future_mu_);
+    future_due_ = true;
+    future_error_ = error;
+    future = future_;
+  }
+  if (!future) return;
+  if (error)
+    future->setError(error);
+  else
+    future->markCompleted(c10::IValue(outputs_));
+}
 
 void PlaitWork::launch(const c10::intrusive_ptr<PlaitWork>& work) {
   work->pending_ = work->parts_.size();
@@ -145,10 +200,7 @@ PlaitWork::Finish PlaitWork::try_finish(std::chrono::steady_clock::time_point de
   }
   // Outside the lock: Future callbacks may wait on this very Work or start new calls.
   finish(error);
-  if (error)
-    future_->setError(error);
-  else
-    future_->markCompleted(c10::IValue(outputs_));
+  complete_future(error);
   return Finish::kDone;
 }
 
@@ -182,6 +234,15 @@ void PlaitWork::give_up(std::chrono::milliseconds waited, const char* what) cons
 
 bool PlaitWork::wait(std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
+  {
+    // Most calls that torch waits on are finished by now (at launch, or by the completion
+    // thread): no clock, no bookkeeping.
+    std::lock_guard lock(mutex_);
+    if (completed_) {
+      if (exception_) std::rethrow_exception(exception_);
+      return true;
+    }
+  }
   ++waiters_;
   struct Leave {
     PlaitWork* w;

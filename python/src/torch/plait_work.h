@@ -2,15 +2,21 @@
 // plait Works (the "parts") plus the steps that finish the call on this rank (copying out of
 // staging buffers, a local reduction), and the Future that DDP consumes bucket results through.
 //
-// Completion has two routes, whichever comes first:
-//  - a thread in wait() drives plait's engine itself (no hand-off: the fast path), then
-//    finishes the call in place;
+// Completion has three routes, whichever comes first:
+//  - the call completes while it is being launched (a small call often does: the caller
+//    drives plait's engine), and the launching thread finishes it in place;
+//  - a thread in wait() drives plait's engine itself (no hand-off), then finishes the call
+//    in place;
 //  - otherwise plait tells the group's CompletionThread (plait's on_complete callback must
 //    not run torch code, and future callbacks may call back into the group), which finishes
 //    the call and completes the Future.
+//
+// A call costs what torch.distributed asks of it and no more: the Future is made when someone
+// asks for it, and the profiler range is opened only while a profiler listens.
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
@@ -58,9 +64,11 @@ class CompletionThread {
 class PlaitWork : public c10d::Work {
  public:
   // `finish_limit` bounds a wait without a timeout of its own once the parts are done (the
-  // group's timeout): the wait for whichever thread is finishing the call.
+  // group's timeout): the wait for whichever thread is finishing the call. While a profiler
+  // listens, the call is profiled as `profiling_title` (an async range, as gloo's, with the
+  // shapes of `inputs`), from now until it is finished.
   PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
-            std::vector<at::Tensor> inputs, std::vector<at::Tensor> outputs,
+            const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
             std::shared_ptr<CompletionThread> completer, std::weak_ptr<Communicator> comm,
             std::chrono::milliseconds finish_limit);
   ~PlaitWork() override;
@@ -82,7 +90,8 @@ class PlaitWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   void synchronize() override {}
   void abort() override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Completed with result() or the call's error once the call is finished.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Runs the steps and completes the Work and its Future, once; only when all parts are done.
   void finish_call();
@@ -92,9 +101,13 @@ class PlaitWork : public c10d::Work {
   // finish_call, giving up with kBusy when another thread holds the call past `deadline`.
   Finish try_finish(std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void give_up(std::chrono::milliseconds waited, const char* what) const;
+  void open_profiler_range(const char* title, const std::vector<at::Tensor>& inputs);
+  // Completes the Future, if anyone has asked for it yet, with the call's outcome.
+  void complete_future(std::exception_ptr error);
 
-  std::vector<WorkPtr> parts_;
-  std::vector<at::Tensor> keep_;
+  // Inline room for what a plain collective holds: one part, one buffer.
+  c10::SmallVector<WorkPtr, 1> parts_;
+  c10::SmallVector<at::Tensor, 1> keep_;
   std::vector<at::Tensor> outputs_;
   std::vector<std::function<void()>> steps_;
   std::atomic<size_t> pending_{0};
@@ -107,7 +120,12 @@ class PlaitWork : public c10d::Work {
   std::atomic<bool> finished_{false};  // written under finish_mu_, read without it
   const char* const op_;               // "all_reduce", for messages
   const std::chrono::milliseconds finish_limit_;
+  // Made by the first getFuture(); whoever comes second of getFuture() and the end of the
+  // call completes it, so it is completed exactly once.
+  std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool future_due_ = false;  // the call is finished: a new Future is made completed
+  std::exception_ptr future_error_;
   std::shared_ptr<CompletionThread> completer_;
   // Not owned: the last reference to a communicator must not go in its own engine thread,
   // where plait's completion callbacks run.

@@ -56,22 +56,18 @@ c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::subgroup(
 }
 
 c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, const char* title,
-                                                           std::vector<at::Tensor> inputs,
+                                                           const std::vector<at::Tensor>& inputs,
                                                            std::vector<at::Tensor> outputs) {
   if (!c10d::isP2POp(type)) ++seq_;
   // The same limit the group's operations get (options()): a zero group timeout means
   // the communicator's own.
   const auto limit = timeout_.count() > 0 ? timeout_ : comm_->timeout();
-  return c10::make_intrusive<PlaitWork>(rank_, type, title, std::move(inputs),
-                                        std::move(outputs), completer_, comm_, limit);
+  return c10::make_intrusive<PlaitWork>(rank_, type, title, inputs, std::move(outputs),
+                                        completer_, comm_, limit);
 }
 
 CallOptions PlaitProcessGroup::options(std::chrono::milliseconds op_timeout) const {
   return {.algorithm = "", .timeout = op_timeout.count() > 0 ? op_timeout : timeout_};
-}
-
-std::string PlaitProcessGroup::what(const char* op) const {
-  return std::string("plait rank ") + std::to_string(rank_) + " " + op;
 }
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::barrier(const c10d::BarrierOptions& opts) {
@@ -153,7 +149,7 @@ void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
     std::vector<at::Tensor>& tensors, int peer, int tag, bool is_send, const char* title,
     c10d::OpType type) {
-  const std::string op = what(is_send ? "send" : "recv");
+  const CallName op = what(is_send ? "send" : "recv");
   check_single(tensors, op);
   TORCH_CHECK(tag >= 0, op, ": tag must not be negative, got ", tag);
   at::Tensor& t = tensors[0];
@@ -167,11 +163,11 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
     work->add_part(comm_->send(buffer.data_ptr(), nbytes(buffer), DataType::kU8, peer,
                                static_cast<uint32_t>(tag), call));
   } else {
-    auto landing = std::make_shared<Landing>(t);
-    work->keep(landing->buffer);
-    work->add_part(comm_->recv(landing->buffer.data_ptr(), nbytes(landing->buffer),
+    const Landing landing(t);
+    work->keep(landing.buffer);
+    work->add_part(comm_->recv(landing.buffer.data_ptr(), nbytes(landing.buffer),
                                DataType::kU8, peer, static_cast<uint32_t>(tag), call));
-    if (landing->staged()) work->then([landing] { landing->land(); });
+    if (landing.staged()) work->then([landing] { landing.land(); });
   }
   PlaitWork::launch(work);
   return work;

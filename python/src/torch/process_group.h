@@ -15,6 +15,7 @@
 
 #include "plait/communicator.h"
 #include "plait_work.h"
+#include "tensors.h"
 
 namespace plait::torch_backend {
 
@@ -81,10 +82,10 @@ class PlaitProcessGroup : public c10d::ProcessGroup {
 
  private:
   c10::intrusive_ptr<PlaitWork> make_work(c10d::OpType type, const char* title,
-                                          std::vector<at::Tensor> inputs,
+                                          const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs);
   CallOptions options(std::chrono::milliseconds op_timeout) const;
-  std::string what(const char* op) const;  // "plait rank 2 all_reduce" for messages
+  CallName what(const char* op) const { return {rank_, op}; }
   // Reduction through an allgather and a local reduce, for types and operators plait lacks.
   void fallback_allreduce(PlaitWork& work, const at::Tensor& buffer, const c10d::ReduceOp& op,
                           const CallOptions& call);

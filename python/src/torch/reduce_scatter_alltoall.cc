@@ -27,9 +27,9 @@ static void reduce_scatter_flat(const std::shared_ptr<Communicator>& comm, Plait
     flat = at::view_as_real(flat);
     for (auto& c : counts) c *= 2;
   }
-  auto landing = std::make_shared<Landing>(out);
-  at::Tensor out_buffer = landing->buffer.is_complex() ? at::view_as_real(landing->buffer)
-                                                       : landing->buffer;
+  const Landing landing(out);
+  at::Tensor out_buffer = landing.buffer.is_complex() ? at::view_as_real(landing.buffer)
+                                                       : landing.buffer;
   work.keep(flat);
   work.keep(out_buffer);
   auto dtype = native_dtype(flat.scalar_type());
@@ -55,13 +55,13 @@ static void reduce_scatter_flat(const std::shared_ptr<Communicator>& comm, Plait
       reduce_rows(mine, op, out_buffer);
     });
   }
-  if (landing->staged()) work.then([landing] { landing->land(); });
+  if (landing.staged()) work.then([landing] { landing.land(); });
 }
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  const std::string op = what("reduce_scatter");
+  const CallName op = what("reduce_scatter");
   check_single(outputs, op);
   check_reduce_op(opts.reduceOp, outputs[0], op);
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, op,
@@ -86,7 +86,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const std::string op = what("_reduce_scatter_base");
+  const CallName op = what("_reduce_scatter_base");
   check_cpu_dense(output, op);
   check_cpu_dense(input, op);
   check_reduce_op(opts.reduceOp, output, op);
@@ -106,7 +106,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
-  const std::string op = what("all_to_all_single");
+  const CallName op = what("all_to_all_single");
   check_cpu_dense(output, op);
   check_cpu_dense(input, op);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), op, ": input is ", input.scalar_type(),
@@ -138,13 +138,13 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall_base(
   std::vector<size_t> recv_bytes = blocks(output, output_splits, "output");
   auto work = make_work(c10d::OpType::ALLTOALL_BASE, "plait:all_to_all", {input}, {output});
   at::Tensor in = input.contiguous();
-  auto landing = std::make_shared<Landing>(output);
+  const Landing landing(output);
   work->keep(in);
-  work->keep(landing->buffer);
+  work->keep(landing.buffer);
   work->add_part(comm_->alltoallv(in.data_ptr(), send_bytes, prefix(send_bytes),
-                                  landing->buffer.data_ptr(), recv_bytes, prefix(recv_bytes),
+                                  landing.buffer.data_ptr(), recv_bytes, prefix(recv_bytes),
                                   DataType::kU8, options(opts.timeout)));
-  if (landing->staged()) work->then([landing] { landing->land(); });
+  if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
   return work;
 }
@@ -152,7 +152,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall_base(
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall(std::vector<at::Tensor>& outputs,
                                                            std::vector<at::Tensor>& inputs,
                                                            const c10d::AllToAllOptions& opts) {
-  const std::string op = what("all_to_all");
+  const CallName op = what("all_to_all");
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               op, ": expects ", size_, " input and output tensors, got ", inputs.size(), " and ",
               outputs.size());

@@ -12,7 +12,7 @@ namespace plait::torch_backend {
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::sparse_allreduce(
     at::Tensor& tensor, const c10d::AllreduceOptions& opts) {
-  const std::string op = what("all_reduce (sparse)");
+  const CallName op = what("all_reduce (sparse)");
   TORCH_CHECK(tensor.device().is_cpu(), op, ": plait takes CPU tensors");
   TORCH_CHECK(opts.reduceOp.op_ == c10d::ReduceOp::SUM, op, ": sparse tensors reduce with SUM only, got ",
               op_name(opts.reduceOp));

@@ -46,20 +46,24 @@ std::string op_name(const c10d::ReduceOp& op) {
   }
 }
 
-void check_cpu_dense(const at::Tensor& t, const std::string& what) {
+std::ostream& operator<<(std::ostream& os, const CallName& call) {
+  return os << "plait rank " << call.rank << " " << call.op << call.part;
+}
+
+void check_cpu_dense(const at::Tensor& t, const CallName& what) {
   TORCH_CHECK(t.defined(), what, ": tensor is undefined");
   TORCH_CHECK(t.device().is_cpu(), what, ": plait takes CPU tensors, got one on ", t.device());
   TORCH_CHECK(t.layout() == at::kStrided, what, ": plait takes dense tensors, got layout ",
               t.layout());
 }
 
-void check_single(const std::vector<at::Tensor>& tensors, const std::string& what) {
+void check_single(const std::vector<at::Tensor>& tensors, const CallName& what) {
   TORCH_CHECK(tensors.size() == 1, what, ": expects exactly one tensor per rank, got ",
               tensors.size());
   check_cpu_dense(tensors[0], what);
 }
 
-void check_same(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+void check_same(const at::Tensor& a, const at::Tensor& b, const CallName& what) {
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), what, ": tensors differ in type (",
               a.scalar_type(), " and ", b.scalar_type(), ")");
   TORCH_CHECK(a.numel() == b.numel(), what, ": tensors differ in size (", a.numel(), " and ",
@@ -67,7 +71,7 @@ void check_same(const at::Tensor& a, const at::Tensor& b, const std::string& wha
 }
 
 void check_rank_list(const std::vector<std::vector<at::Tensor>>& lists, int size,
-                     const at::Tensor& like, const std::string& what) {
+                     const at::Tensor& like, const CallName& what) {
   TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size, what,
               ": expects one list of ", size, " tensors");
   for (const auto& t : lists[0]) {
@@ -76,7 +80,7 @@ void check_rank_list(const std::vector<std::vector<at::Tensor>>& lists, int size
   }
 }
 
-void check_reduce_op(const c10d::ReduceOp& op, const at::Tensor& t, const std::string& what) {
+void check_reduce_op(const c10d::ReduceOp& op, const at::Tensor& t, const CallName& what) {
   TORCH_CHECK(op.op_ != c10d::ReduceOp::PREMUL_SUM && op.op_ != c10d::ReduceOp::UNUSED, what,
               ": reduce op ", op_name(op), " is not supported by plait");
   const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||

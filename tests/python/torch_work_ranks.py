@@ -1,0 +1,166 @@
+"""One rank of a torch.distributed job on the "plait" backend: the life of its Work objects.
+
+Run by test_torch_backend.py under `plait run -n N` (like torch_ranks.py): futures, calls that
+Python drops, groups dropped in their own completion thread, bounded waits.
+"""
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import plait.torch  # noqa: F401  (registers the backend)
+
+
+def futures():
+    """A Work's Future, whenever it is asked for: after the call is over it comes back
+    completed, before it completes with the call (after the copy back into a strided tensor),
+    and a failed call fails it either way."""
+    me, n = dist.get_rank(), dist.get_world_size()
+    want = float(n * (n + 1) // 2)
+    t = torch.full((3,), float(me + 1))
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    future = work.get_future()
+    assert future.done() and torch.equal(future.value()[0], torch.full((3,), want)), \
+        future.value()
+    assert work.get_future().done()  # asked again: the same, completed Future
+    for late in range(n):  # each rank in turn arrives late: the others ask before the end
+        if me == late:
+            time.sleep(0.2)
+        base = torch.zeros(5, 2)
+        strided = base[:, 0]
+        strided.fill_(float(me + 1))
+        work = dist.all_reduce(strided, async_op=True)
+        doubled = work.get_future().then(lambda f: f.value()[0] * 2)
+        assert torch.equal(doubled.wait(), torch.full((5,), 2 * want)), doubled.value()
+        assert work.is_completed() and (base[:, 1] == 0).all()
+    # Every rank but 0 stays away: rank 0's calls on the short group time out.
+    short = dist.new_group(timeout=datetime.timedelta(seconds=2))
+    if me == 0:
+        asked_before = dist.irecv(torch.zeros(2), 1, group=short)
+        future = asked_before.get_future()
+        try:
+            future.wait()
+        except RuntimeError as e:
+            assert "Timed out" in str(e), e
+        else:
+            raise AssertionError("a call that timed out completed its Future")
+        failed = dist.irecv(torch.zeros(2), 1, group=short)
+        try:
+            failed.wait()
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("a call on an aborted group succeeded")
+        try:
+            failed.get_future().wait()  # made after the call failed
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the Future of a failed call completed")
+    else:
+        time.sleep(6)
+    print(f"rank {me}: futures ok", flush=True)
+
+
+def group_dropped_in_its_completion_thread():
+    """A group whose last reference goes in its own completion thread, with calls still queued.
+
+    Each round makes a group, queues several all_reduces whose Work handles Python drops at
+    once, and hands the group to the last call's future callback, the only reference left.
+    The callback runs in the group's completion thread, so the group is destroyed there, and
+    the thread then drops the last PlaitWork, which held the last reference to the
+    CompletionThread itself. Ranks take turns to arrive late, so the callbacks are registered
+    before the calls complete. test_torch_backend.py runs this with freed memory poisoned
+    (MALLOC_PERTURB_, no tcache): a thread that touches its freed mutex then dies of EINVAL.
+    """
+    me, n = dist.get_rank(), dist.get_world_size()
+    default = dist.distributed_c10d._get_default_group()
+    rounds, calls = 12, 4
+    want = float(n * (n + 1) // 2)
+    results, groups_gone, tensors = [], [], []
+
+    class Gone:
+        """Dropped right after the group it travels with (a tuple drops its items last first),
+        so by the time it says so, the group's destructor has returned."""
+
+        def __del__(self):
+            groups_gone.append(1)
+
+    for i in range(rounds):
+        pg = default.subgroup(list(range(n)), datetime.timedelta(seconds=60))
+        if me == i % n:
+            time.sleep(0.1)  # the others' calls wait for this rank
+        # Python keeps the tensors, so dropping them in the completion thread needs no GIL.
+        tensors.append([torch.full((4096,), float(me + 1)) for _ in range(calls)])
+        futures = [pg.allreduce([t]).get_future() for t in tensors[-1]]
+        for f in futures[:-1]:
+            f.then(lambda f: results.append(f.value()[0][0].item()))
+        futures[-1].then(lambda f, keep=(Gone(), pg): results.append(f.value()[0][0].item()))
+        del pg, futures, f
+    deadline = time.monotonic() + 60
+    # Every group is destroyed before this rank moves on to exit: a thread that still runs a
+    # group's destructor when the interpreter finalizes cannot take the GIL back.
+    while len(results) < rounds * calls or len(groups_gone) < rounds:
+        assert time.monotonic() < deadline, \
+            f"{len(results)} of {rounds * calls} calls done, {len(groups_gone)} groups gone"
+        time.sleep(0.01)
+    assert results == [want] * (rounds * calls), results
+    print(f"rank {me}: group_dropped_in_its_completion_thread ok", flush=True)
+
+
+def wait_bounded():
+    """Work.wait(timeout) gives up on time, with an error naming the rank and the call, even
+    while another thread is finishing the call (here the completion thread copies a large
+    result into a strided tensor); is_completed() does not block meanwhile.
+
+    Before the fix both calls blocked until the copy was over, then reported the call done,
+    so no attempt ever saw "not completed" and a timeout.
+    """
+    me, n = dist.get_rank(), dist.get_world_size()
+    want = float(n * (n + 1) // 2)
+    rows = 1 << 24  # 64 MiB of f32 landing through a staging buffer: the copy takes ~30 ms
+    caught = 0
+    for attempt in range(8):  # as many calls on every rank, whatever each one observes
+        base = torch.zeros(rows, 2)
+        t = base[:, 0]  # not contiguous: plait reduces a copy, then copies it back into t
+        t.fill_(float(me + 1))
+        w = dist.all_reduce(t, async_op=True)  # nobody waits: the completion thread finishes it
+        deadline = time.monotonic() + 60
+        while t[0].item() != want:  # the copy back has begun
+            assert time.monotonic() < deadline, "the all_reduce result never arrived"
+        if t[-1].item() == want:
+            w.wait()
+            continue  # the copy was over before we looked: try again
+        start = time.monotonic()
+        done = w.is_completed()
+        probe_s = time.monotonic() - start
+        try:
+            w.wait(timeout=datetime.timedelta(milliseconds=1))
+            outcome = None
+        except RuntimeError as e:
+            outcome = str(e)
+        waited_s = time.monotonic() - start - probe_s
+        w.wait()
+        assert (t == want).all() and (base[:, 1] == 0).all()
+        assert probe_s < 0.5, f"is_completed() blocked for {probe_s:.3f} s"
+        assert waited_s < 0.5, f"wait(1 ms) took {waited_s:.3f} s"
+        if outcome is not None:
+            assert "Timed out" in outcome and f"rank {me}" in outcome and "all_reduce" in outcome, \
+                outcome
+        if not done and outcome is not None:
+            caught += 1
+    assert caught > 0, "is_completed() and wait(1 ms) never answered while the copy ran"
+    print(f"rank {me}: wait_bounded ok ({caught} probes during the copy)", flush=True)
+
+
+if __name__ == "__main__":
+    case = sys.argv[1]
+    timeout = float(os.environ.get("CASE_TIMEOUT_S", "120"))
+    dist.init_process_group("plait", timeout=datetime.timedelta(seconds=timeout))
+    globals()[case]()
+    if case != "futures":  # its short group failed: nothing to shut down in order
+        dist.destroy_process_group()
