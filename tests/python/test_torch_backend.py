@@ -133,3 +133,8 @@ def test_futures_whenever_asked_for(n):
     assert code == 0, out
     assert out.count("futures ok") == n, out
 
+
+def test_dropped_call_keeps_its_buffer_until_done():
+    code, out = run_ranks(2, "dropped_call_keeps_its_buffer", script="torch_work_ranks.py")
+    assert code == 0, out
+    assert out.count("dropped_call_keeps_its_buffer ok") == 2, out

@@ -66,6 +66,29 @@ def futures():
     print(f"rank {me}: futures ok", flush=True)
 
 
+def dropped_call_keeps_its_buffer():
+    """Python drops a call's Work and tensor while the call waits for late ranks: plait writes
+    the result into that tensor's memory when they arrive, so the memory must not go back to
+    the allocator before (new tensors of the same size, made meanwhile, would be overwritten).
+    """
+    me, n = dist.get_rank(), dist.get_world_size()
+    count = 4096  # small: the allocator hands a freed block of this size out again at once
+    for _ in range(10):
+        if me == 0:
+            dist.all_reduce(torch.full((count,), 1.0), async_op=True)  # Work and tensor dropped
+            canaries = [torch.full((count,), -7.0) for _ in range(8)]
+        else:
+            time.sleep(0.05)  # rank 0 has dropped its call by now
+            t = torch.full((count,), 1.0)
+            dist.all_reduce(t)
+            assert (t == n).all(), t
+        dist.barrier()  # after the all_reduce, in issue order: its result has landed
+        if me == 0:
+            for c in canaries:
+                assert (c == -7.0).all(), f"a dropped call wrote into reused memory: {c}"
+    print(f"rank {me}: dropped_call_keeps_its_buffer ok", flush=True)
+
+
 def group_dropped_in_its_completion_thread():
     """A group whose last reference goes in its own completion thread, with calls still queued.
 

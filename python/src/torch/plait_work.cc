@@ -14,15 +14,19 @@ CompletionThread::CompletionThread()
 CompletionThread::~CompletionThread() { stop(); }
 
 void CompletionThread::post(c10::intrusive_ptr<PlaitWork> work) {
+  post(std::function<void()>([work = std::move(work)] { work->finish_call(); }));
+}
+
+void CompletionThread::post(std::function<void()> job) {
   {
     std::lock_guard lock(state_->mu);
     if (!state_->stopping) {
-      state_->queue.push_back(std::move(work));
+      state_->queue.push_back(std::move(job));
       state_->cv.notify_one();
       return;
     }
   }
-  work->finish_call();
+  job();
 }
 
 void CompletionThread::stop() {
@@ -49,11 +53,11 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
     // rest state, which no caller waits on, so it needs no deadline.
     state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
     if (state->queue.empty()) return;
-    auto work = std::move(state->queue.front());
+    auto job = std::move(state->queue.front());
     state->queue.pop_front();
     lock.unlock();
-    work->finish_call();
-    work.reset();  // may destroy the CompletionThread object, never `state`
+    job();
+    job = nullptr;  // may destroy the CompletionThread object, never `state`
     lock.lock();
   }
 }
@@ -100,7 +104,23 @@ PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
   open_profiler_range(profiling_title, inputs);
 }
 
-PlaitWork::~PlaitWork() = default;
+PlaitWork::~PlaitWork() {
+  if (armed_.load() || finished_.load() || parts_.empty()) return;
+  // Dropped before anyone saw the call end: plait may still be reading or writing these
+  // buffers. Each part's callback hands its share to the completion thread, so the last
+  // reference never goes in plait's engine thread.
+  struct Pinned {
+    c10::SmallVector<at::Tensor, 1> buffers;
+    std::shared_ptr<CompletionThread> completer;
+  };
+  auto pinned = std::make_shared<Pinned>(Pinned{std::move(keep_), completer_});
+  for (auto& part : parts_) {
+    part->on_complete([pinned]() mutable {
+      CompletionThread& completer = *pinned->completer;
+      completer.post(std::function<void()>([pinned = std::move(pinned)] {}));
+    });
+  }
+}
 
 // What c10d::Work's constructor does with a title, but only while a profiler listens: torch
 // 1.13's allocates a RecordFunction and copies the inputs for every call, profiled or not.
@@ -137,6 +157,10 @@ c10::intrusive_ptr<c10::ivalue::Future> PlaitWork::getFuture() {
       future->setError(error);
     else
       future->markCompleted(c10::IValue(outputs_));
+  } else {
+    // Whoever holds the Future may never wait on the Work: from now on the call completes
+    // on its own.
+    arm();
   }
   return future;
 }
@@ -157,17 +181,23 @@ void PlaitWork::complete_future(std::exception_ptr error) {
 }
 
 void PlaitWork::launch(const c10::intrusive_ptr<PlaitWork>& work) {
-  work->pending_ = work->parts_.size();
-  // The launching thread counts as a waiter: a small call often completes while it is being
+  if (work->parts_.empty() || !work->steps_.empty() || work->recordFunctionEndCallback_)
+    work->arm();
+}
+
+void PlaitWork::arm() {
+  if (armed_.exchange(true)) return;
+  pending_ = parts_.size();
+  // The arming thread counts as a waiter: a small call often completes while it is being
   // started (the caller drives the engine), and finishing it here costs far less than
   // waking the completion thread for it.
-  ++work->waiters_;
-  for (auto& part : work->parts_) {
-    part->on_complete([w = work] {
+  ++waiters_;
+  for (auto& part : parts_) {
+    part->on_complete([w = c10::intrusive_ptr<PlaitWork>::reclaim_copy(this)] {
       if (--w->pending_ == 0 && w->waiters_.load() == 0) w->completer_->post(w);
     });
   }
-  if (--work->waiters_ == 0 && work->pending_.load() == 0) work->finish_call();
+  if (--waiters_ == 0 && pending_.load() == 0) finish_call();
 }
 
 void PlaitWork::finish_call() {
@@ -235,8 +265,8 @@ void PlaitWork::give_up(std::chrono::milliseconds waited, const char* what) cons
 bool PlaitWork::wait(std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   {
-    // Most calls that torch waits on are finished by now (at launch, or by the completion
-    // thread): no clock, no bookkeeping.
+    // Finished already (when it was armed, or by another waiter or the completion thread):
+    // no clock, no bookkeeping.
     std::lock_guard lock(mutex_);
     if (completed_) {
       if (exception_) std::rethrow_exception(exception_);
@@ -250,7 +280,8 @@ bool PlaitWork::wait(std::chrono::milliseconds timeout) {
       // The last part may have completed while this thread was inside: if it gave up before
       // finishing the call (its own time limit), hand the call to the completion thread.
       // Never blocks: posting a call that is being finished meanwhile is harmless.
-      if (--w->waiters_ == 0 && w->pending_.load() == 0 && !w->finished_.load())
+      if (--w->waiters_ == 0 && w->armed_.load() && w->pending_.load() == 0 &&
+          !w->finished_.load())
         w->completer_->post(c10::intrusive_ptr<PlaitWork>::reclaim_copy(w));
     }
   } leave{this};

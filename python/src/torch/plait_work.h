@@ -2,14 +2,20 @@
 // plait Works (the "parts") plus the steps that finish the call on this rank (copying out of
 // staging buffers, a local reduction), and the Future that DDP consumes bucket results through.
 //
-// Completion has three routes, whichever comes first:
-//  - the call completes while it is being launched (a small call often does: the caller
-//    drives plait's engine), and the launching thread finishes it in place;
-//  - a thread in wait() drives plait's engine itself (no hand-off), then finishes the call
-//    in place;
-//  - otherwise plait tells the group's CompletionThread (plait's on_complete callback must
-//    not run torch code, and future callbacks may call back into the group), which finishes
-//    the call and completes the Future.
+// A plain call (no steps, no profiler listening) is finished by whoever looks at it: wait(),
+// which drives plait's engine itself, isCompleted(), or getFuture() once the call is over.
+// Nothing else needs to happen when it completes, so it asks plait for no notice: plait's
+// engine thread takes over any call given an on_complete callback, at the cost of a wake-up,
+// and the caller's own wait would then compete with it.
+//
+// A call is "armed" (given on_complete callbacks) when it must complete on its own: it has
+// steps (copy-backs that must land even if nobody waits), a profiler range to close at the
+// right time, or a Future someone asked for (DDP consumes results that way, never waiting on
+// the Work). An armed call is finished by the first of: the thread that arms it, if the call
+// is done by then; a thread in wait(); or the group's CompletionThread, told by plait's
+// callback (which must not run torch code itself: future callbacks may call back into the
+// group). A plain call dropped by Python before it is over keeps its buffers pinned until
+// plait is done with them (the destructor arms a callback that only releases them).
 //
 // A call costs what torch.distributed asks of it and no more: the Future is made when someone
 // asks for it, and the profiler range is opened only while a profiler listens.
@@ -42,6 +48,9 @@ class CompletionThread {
   ~CompletionThread();
   // Never blocks; after stop() the work is finished in the caller's thread.
   void post(c10::intrusive_ptr<PlaitWork> work);
+  // Runs `job` in this thread and drops it there (what it holds may be tensors, which must
+  // not go in plait's engine thread); never blocks; after stop(), runs it in the caller's.
+  void post(std::function<void()> job);
   // Finishes what is queued and joins. Called by the process group's destructor.
   void stop();
 
@@ -53,7 +62,7 @@ class CompletionThread {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<c10::intrusive_ptr<PlaitWork>> queue;
+    std::deque<std::function<void()>> queue;
     bool stopping = false;
   };
   static void run(const std::shared_ptr<State>& state);
@@ -78,7 +87,8 @@ class PlaitWork : public c10d::Work {
   void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
   // Runs on this rank once every part has succeeded, in order.
   void then(std::function<void()> step) { steps_.push_back(std::move(step)); }
-  // After the parts are added: arms completion (finishes at once when there are none).
+  // After the parts, buffers and steps are added: arms the call if it must complete on its
+  // own (see above; a call without parts is finished at once).
   static void launch(const c10::intrusive_ptr<PlaitWork>& work);
 
   // Never blocks: false while another thread is still finishing the call.
@@ -102,6 +112,9 @@ class PlaitWork : public c10d::Work {
   Finish try_finish(std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void give_up(std::chrono::milliseconds waited, const char* what) const;
   void open_profiler_range(const char* title, const std::vector<at::Tensor>& inputs);
+  // Gives every part an on_complete callback, once; the calling thread counts as a waiter
+  // meanwhile and finishes the call itself if it is over by then.
+  void arm();
   // Completes the Future, if anyone has asked for it yet, with the call's outcome.
   void complete_future(std::exception_ptr error);
 
@@ -110,7 +123,8 @@ class PlaitWork : public c10d::Work {
   c10::SmallVector<at::Tensor, 1> keep_;
   std::vector<at::Tensor> outputs_;
   std::vector<std::function<void()>> steps_;
-  std::atomic<size_t> pending_{0};
+  std::atomic<bool> armed_{false};
+  std::atomic<size_t> pending_{0};  // parts not done yet, counted once armed
   // Threads inside wait(): they finish the call themselves, so the completion thread is not
   // woken for a call somebody waits on (a wake-up costs more than a small collective).
   std::atomic<int> waiters_{0};
