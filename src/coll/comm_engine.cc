@@ -204,11 +204,21 @@ void CommEngine::run_available_unguarded(bool check_time) {
       progressed = true;
     }
     if (active_ && !active_->schedule && segment_run_.progress()) progressed = true;
+    transport::Completion c;
     if (active_ && active_done()) {
-      finish_collective();
+      // A peer's failure seen on the segment: its abort notice, sent before it left, may be
+      // waiting in the queue, and it says why (the failure only says that it left).
+      if (!active_->schedule && segment_run_.error())
+        while (active_ && cq_->poll(&c)) dispatch(c);
+      if (active_) finish_collective();
       continue;
     }
-    transport::Completion c;
+    // A collective on the segment needs no completion: while only it runs, the queue (and
+    // the provider polled through it) is looked at every 16th pass.
+    if (active_ && !active_->schedule && p2p_.empty() && (++passes_ & 15) != 0) {
+      if (!progressed) break;
+      continue;
+    }
     while (cq_->poll(&c)) {
       dispatch(c);
       progressed = true;

@@ -203,6 +203,7 @@ class CommEngine final : public WorkDriver {
   segment::SegmentRun segment_run_;  // the active collective's, when it runs on the segment
   uint64_t next_round_ = 1;          // the segment's rounds, counted alike on every rank
   bool poll_credit_ = false;  // a submitter's poller count is lent to the next driver
+  uint32_t passes_ = 0;       // run_available passes, to poll the queue now and then
   std::vector<char> control_buf_;
   bool last_control_recv_ = false;  // posted after every member had gone (drive_mu_)
   std::string abort_notice_;  // the text sent to peers; lives until the sends are done
