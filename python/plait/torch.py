@@ -6,8 +6,9 @@
     model = torch.nn.parallel.DistributedDataParallel(model)
 
 Every collective of torch.distributed runs on plait's communicator (shared memory between
-ranks of one host, TCP between hosts), asynchronously: Work objects complete on their own and
-their futures feed DDP. ``new_group`` makes a group that shares the default group's
+ranks of one host, TCP between hosts), asynchronously: a call returns at once, its Work is
+finished by wait() or is_completed(), and its Future, once asked for, completes on its own
+(DDP consumes results that way). ``new_group`` makes a group that shares the default group's
 connections. Timeouts (the group's, or a call's) end with an error that says "Timed out".
 """
 

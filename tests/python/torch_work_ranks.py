@@ -61,6 +61,12 @@ def futures():
             pass
         else:
             raise AssertionError("the Future of a failed call completed")
+        # Nobody waits on this one: the (deprecated) is_success() still sees it fail.
+        unwatched = dist.irecv(torch.zeros(2), 1, group=short)
+        deadline = time.monotonic() + 30
+        while unwatched.is_success():
+            assert time.monotonic() < deadline, "a failed call never stopped is_success()"
+            time.sleep(0.01)
     else:
         time.sleep(6)
     print(f"rank {me}: futures ok", flush=True)

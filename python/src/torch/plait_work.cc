@@ -248,6 +248,18 @@ bool PlaitWork::isCompleted() {
   return completed_;
 }
 
+// A plain call is finished by whoever looks at it (see plait_work.h): these look too. The
+// Work is never a const object; torch's signatures are const.
+bool PlaitWork::isSuccess() const {
+  const_cast<PlaitWork*>(this)->isCompleted();
+  return c10d::Work::isSuccess();
+}
+
+std::exception_ptr PlaitWork::exception() const {
+  const_cast<PlaitWork*>(this)->isCompleted();
+  return c10d::Work::exception();
+}
+
 int PlaitWork::sourceRank() const {
   TORCH_CHECK(!parts_.empty(), "sourceRank() is only for receives");
   return parts_.front()->source();

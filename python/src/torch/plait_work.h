@@ -93,6 +93,10 @@ class PlaitWork : public c10d::Work {
 
   // Never blocks: false while another thread is still finishing the call.
   bool isCompleted() override;
+  // Deprecated in torch, but they answer as ever: a call that ended shows its outcome here
+  // even when nobody has waited on it or polled it yet.
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
   int sourceRank() const override;
   std::vector<at::Tensor> result() override;
   // Bounded by `timeout`, or without one by the parts' own deadlines and then
