@@ -255,10 +255,12 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
     if (work.done()) break;
     if (check_time && Clock::now() >= spin_end) break;
     // With more ranks than cores the peer we wait for may be waiting for our core: give it
-    // up on every idle pass (Open MPI's yield_when_idle). Otherwise only after a long spin
-    // (1024 passes, tens of microseconds), so that a thread sharing our core is not held off
-    // for a whole time slice: a short wait, the common case, makes no system call.
-    if (oversubscribed_ || (i & 1023) == 0)
+    // up on every idle pass (Open MPI's yield_when_idle). Messages also need the provider's
+    // progress thread (it moves rendezvous data), which may share our core: yield now and
+    // then. A collective on the segment needs no other thread: only after a long spin (1024
+    // passes), so that a short wait, the common case, makes no system call.
+    const bool segment_only = active_ && !active_->schedule && p2p_.empty();
+    if (oversubscribed_ || (i & (segment_only ? 1023 : 63)) == 0)
       sched_yield();
     else
       cpu_relax();
