@@ -335,24 +335,27 @@ void CommEngine::start_next_collective() {
     return;
   }
   active->deadline = Deadline::after(call.timeout);
-  const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
-                         .seq = static_cast<int64_t>(call.seq)};
+  // Only a failure needs the context (its string would cost every call).
+  auto ctx = [&] {
+    return ErrorContext{.rank = rank_, .op = std::string(to_string(call.args.op)),
+                        .seq = static_cast<int64_t>(call.seq)};
+  };
   const bool on_segment = call.algorithm->algorithm == Algorithm::kShm;
   if (on_segment && !segment_) {
     call.work->finish(std::make_shared<const Error>(invalid_usage(
         "the shm algorithm needs a collective segment, and this communicator has none (its "
         "ranks are on several hosts, or PLAIT_SHM_COLL=off)",
-        ctx)));
+        ctx())));
     return;
   }
   try {
     if (!on_segment) active->schedule = schedules_.get(*call.algorithm, call.args);
   } catch (const Error& e) {
-    call.work->finish(std::make_shared<const Error>(e.with_context(ctx)));
+    call.work->finish(std::make_shared<const Error>(e.with_context(ctx())));
     return;
   } catch (const std::exception& e) {
     call.work->finish(std::make_shared<const Error>(
-        invalid_usage(std::string("cannot build the schedule: ") + e.what(), ctx)));
+        invalid_usage(std::string("cannot build the schedule: ") + e.what(), ctx())));
     return;
   }
   // Active from here: if what follows throws, loop() fails this call's Work and aborts.

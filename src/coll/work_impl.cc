@@ -36,7 +36,8 @@ void WorkImpl::wait(std::chrono::milliseconds timeout) {
     throw timeout_error("Timed out after " + std::to_string(timeout.count()) +
                             " ms waiting for " + description() +
                             " (it is still pending; its own deadline aborts the communicator)",
-                        ctx_);
+                        ErrorContext{.rank = rank_, .peer = label_.peer, .op = std::string(label_.op),
+                                     .seq = label_.seq});
   }
   if (error_) throw *error_;
 }

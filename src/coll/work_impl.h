@@ -50,12 +50,14 @@ struct WorkLabel {
 class WorkImpl : public Work {
  public:
   // `algorithm` must outlive the Work (a static name).
-  WorkImpl(WorkLabel label, std::chrono::milliseconds default_timeout, ErrorContext ctx,
+  // `rank`: the calling rank, named in the Work's own errors (with the label's op, peer and
+  // sequence number; the context is built when an error needs it, not per call).
+  WorkImpl(WorkLabel label, std::chrono::milliseconds default_timeout, int rank,
            const std::string* algorithm = nullptr)
       : label_(label),
         algorithm_(algorithm ? algorithm : &kNoAlgorithm),
         default_timeout_(default_timeout),
-        ctx_(std::move(ctx)) {}
+        rank_(rank) {}
 
   bool test() override;
   void wait(std::chrono::milliseconds timeout) override;
@@ -78,7 +80,7 @@ class WorkImpl : public Work {
   const WorkLabel label_;
   const std::string* const algorithm_;
   const std::chrono::milliseconds default_timeout_;
-  const ErrorContext ctx_;
+  const int rank_;
   std::weak_ptr<WorkDriver> driver_;
   std::atomic<bool> done_flag_{false};
   mutable std::mutex mu_;

@@ -217,14 +217,21 @@ std::vector<SettingRow> make_rows() {
          c.shm_coll = kShmCollModes[parse_choice(n, v, kShmCollModes)];
        },
        [](const Config& c, const std::string&) { return c.shm_coll; }},
-      {{"PLAIT_SHM_COLL_SLOT", "bytes: 4K..64M", "64K",
-        "shm algorithm: bytes each rank moves per round (the segment holds 2 per rank + 2)"},
+      {{"PLAIT_SHM_COLL_SLOT", "auto | bytes: 4K..64M", "auto",
+        "shm algorithm: bytes each rank moves per round (the segment holds 2 per rank + 2); "
+        "auto = 64K, or 1M when the host has more ranks than cores"},
        [](Config& c, const std::string& n, const std::string& v) {
+         if (trim(v) == "auto") {
+           c.shm_coll_slot = 0;
+           return;
+         }
          c.shm_coll_slot = parse_bytes_setting(n, v, 4096);
          if (c.shm_coll_slot > (size_t{64} << 20))
-           reject(n, v, "a size from 4K to 64M");
+           reject(n, v, "auto or a size from 4K to 64M");
        },
-       [](const Config& c, const std::string&) { return format_bytes(c.shm_coll_slot); }},
+       [](const Config& c, const std::string&) {
+         return c.shm_coll_slot ? format_bytes(c.shm_coll_slot) : std::string("auto");
+       }},
       {{"PLAIT_TUNE_FILE", "string", "",
         "Cost constants written by `plait tune`; empty = $XDG_CACHE_HOME/plait/tune.conf"},
        [](Config& c, const std::string&, const std::string& v) { c.tune_file = trim(v); },

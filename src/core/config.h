@@ -23,7 +23,8 @@ struct Config {
   std::string shm_cma = "auto";  // PLAIT_SHM_CMA: auto|on|off, cross-memory attach in shm
   // PLAIT_SHM_COLL: auto|off, collectives in a shared segment when all ranks share a host
   std::string shm_coll = "auto";
-  size_t shm_coll_slot = size_t{64} << 10;  // PLAIT_SHM_COLL_SLOT: bytes per rank and round
+  // PLAIT_SHM_COLL_SLOT: bytes per rank and round; 0 = auto (kShmCollSlotFor below)
+  size_t shm_coll_slot = 0;
   std::string tune_file;  // PLAIT_TUNE_FILE: tuned cost constants; empty = default path
   std::string log_level = "warn";                     // PLAIT_LOG: error|warn|info|debug
   int tcp_streams = 2;                                // PLAIT_TCP_STREAMS: sockets per peer

@@ -88,6 +88,15 @@ TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {
   EXPECT_THROW(Config::from_env({{"PLAIT_MAX_UNEXPECTED", "lots"}}), Error);
 }
 
+TEST(ConfigRegistry, ShmCollSlotIsAutoOrABoundedSize) {
+  EXPECT_EQ(Config::from_env(std::map<std::string, std::string>{}).shm_coll_slot, 0u);
+  EXPECT_EQ(Config::from_env({{"PLAIT_SHM_COLL_SLOT", "auto"}}).shm_coll_slot, 0u);
+  EXPECT_EQ(Config::from_env({{"PLAIT_SHM_COLL_SLOT", "256K"}}).shm_coll_slot, size_t{256} << 10);
+  EXPECT_THROW(Config::from_env({{"PLAIT_SHM_COLL_SLOT", "1K"}}), Error);
+  EXPECT_THROW(Config::from_env({{"PLAIT_SHM_COLL_SLOT", "1G"}}), Error);
+  EXPECT_THROW(Config::from_env({{"PLAIT_SHM_COLL_SLOT", "big"}}), Error);
+}
+
 TEST(ConfigRegistry, RunGraceTakesSecondsOrAUnit) {
   EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "5"}}).run_grace, std::chrono::seconds(5));
   EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "500ms"}}).run_grace,

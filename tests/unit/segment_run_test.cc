@@ -32,15 +32,6 @@ struct Call {
 // Small integers: exact in every dtype and reduction order.
 double value(int rank, size_t i) { return static_cast<double>((rank * 7 + i * 3) % 23 + 1); }
 
-double get(const std::vector<uint8_t>& b, DataType t, size_t i) {
-  switch (t) {
-    case DataType::kF32: { float v; std::memcpy(&v, &b[i * 4], 4); return v; }
-    case DataType::kF64: { double v; std::memcpy(&v, &b[i * 8], 8); return v; }
-    case DataType::kI32: { int32_t v; std::memcpy(&v, &b[i * 4], 4); return v; }
-    case DataType::kU8: return b[i];
-    default: return 0;
-  }
-}
 void set(std::vector<uint8_t>& b, DataType t, size_t i, double v) {
   switch (t) {
     case DataType::kF32: { float x = static_cast<float>(v); std::memcpy(&b[i * 4], &x, 4); break; }
