@@ -117,7 +117,8 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   cost_ = CostParams{.alpha_us = topology_->intra.alpha_us,
                      .beta_bytes_per_us = topology_->intra.beta_bytes_per_us,
                      .gamma_bytes_per_us = topology_->intra.gamma_bytes_per_us,
-                     .copy_bytes_per_us = topology_->intra.copy_bytes_per_us};
+                     .copy_bytes_per_us = topology_->intra.copy_bytes_per_us,
+                     .flag_us = topology_->intra.flag_us};
   if (!host_of_.empty()) {
     cost_.inter_alpha_us = topology_->inter.alpha_us;
     cost_.inter_beta_bytes_per_us = topology_->inter.beta_bytes_per_us;

@@ -151,6 +151,9 @@ struct CostModel {
   // The host's reduction rate (bytes of one operand per us), not the provider's: carried here
   // so that one struct brings every measured constant (tuned_costs.h) to the cost model.
   double gamma_bytes_per_us = 4000.0;
+  // A round of a collective over the communicator's shared segment (flags only, no
+  // messages): what a one-round barrier on it costs. A host value, like gamma.
+  double flag_us = 0.3;
   size_t eager_threshold = 64 * 1024;
 };
 

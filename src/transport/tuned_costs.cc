@@ -244,6 +244,7 @@ CostModel apply_tuned(const CostModel& defaults, const TunedCosts& costs,
   if (auto v = from("beta_bytes_per_us", false)) m.beta_bytes_per_us = *v;
   if (auto v = from("gamma_bytes_per_us", true)) m.gamma_bytes_per_us = *v;
   if (auto v = from("copy_bytes_per_us", true)) m.copy_bytes_per_us = *v;
+  if (auto v = from("flag_us", true)) m.flag_us = *v;
   return m;
 }
 

@@ -29,7 +29,8 @@ namespace plait::transport {
 
 // The fields a line may set. Units: microseconds, bytes per microsecond (1000 = 1 GB/s).
 inline constexpr std::string_view kTunedFields[] = {"alpha_us", "beta_bytes_per_us",
-                                                    "gamma_bytes_per_us", "copy_bytes_per_us"};
+                                                    "gamma_bytes_per_us", "copy_bytes_per_us",
+                                                    "flag_us"};
 inline constexpr std::string_view kHostScope = "host";
 
 class TunedCosts {
@@ -77,7 +78,7 @@ TunedCosts load_tuned_costs(const Config& config);
 void save_tuned_costs(const std::string& path, const TunedCosts& costs, std::string_view header);
 
 // `defaults` with every value `costs` measured for `provider` in place: alpha and beta from
-// `<provider>.*`; gamma and copy from `<provider>.*`, else from `host.*`. The eager threshold
+// `<provider>.*`; gamma, copy and flag from `<provider>.*`, else from `host.*`. The eager threshold
 // is left alone: the provider fixed it when it was created.
 CostModel apply_tuned(const CostModel& defaults, const TunedCosts& costs,
                       std::string_view provider);

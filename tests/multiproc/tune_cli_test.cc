@@ -68,6 +68,11 @@ TEST(TuneCli, QuickTcpRunWritesAFileThatInfoReports) {
   expect_positive(costs, "tcp", "beta_bytes_per_us");
   expect_positive(costs, "host", "gamma_bytes_per_us");
   expect_positive(costs, "host", "copy_bytes_per_us");
+  // The round of the shm algorithm, and where the cost model leaves it for messages.
+  expect_positive(costs, "host", "flag_us");
+  EXPECT_NE(r.output.find("segment   a round of the shm algorithm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("runs on the segment up to (cost model): np=2 "), std::string::npos)
+      << r.output;
   EXPECT_EQ(costs.get("shm", "alpha_us"), 0.7);
 
   JobResult info = run_command({plait_bin(), "info"}, {{"PLAIT_TUNE_FILE", out}}, kTimeoutS);
@@ -114,9 +119,12 @@ TEST(TuneCli, AProviderThatCannotStartIsSkipped) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("shm       skipped: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("on another host"), std::string::npos) << r.output;
+  // Ranks on two hosts share no segment: its round is skipped too, naming why.
+  EXPECT_NE(r.output.find("segment   skipped: "), std::string::npos) << r.output;
   const transport::TunedCosts costs = transport::load_tuned_costs_file(out);
   expect_positive(costs, "tcp", "alpha_us");
   EXPECT_EQ(costs.get("shm", "alpha_us"), std::nullopt);
+  EXPECT_EQ(costs.get("host", "flag_us"), std::nullopt);
 }
 
 TEST(TuneCli, UsageErrorsExitTwoBeforeAnyRankStarts) {

@@ -199,6 +199,7 @@ TEST(TunedCosts, ApplyOverridesOnlyWhatWasMeasuredForThatProvider) {
   costs.set("host", "gamma_bytes_per_us", 8000);
   costs.set("host", "copy_bytes_per_us", 9000);
   costs.set("shm", "copy_bytes_per_us", 12000);  // a provider's own value beats the host's
+  costs.set("host", "flag_us", 0.7);
 
   const CostModel tcp = apply_tuned(defaults, costs, "tcp");
   EXPECT_EQ(tcp.alpha_us, 11);
@@ -211,10 +212,13 @@ TEST(TunedCosts, ApplyOverridesOnlyWhatWasMeasuredForThatProvider) {
   EXPECT_EQ(shm.alpha_us, 15);  // not measured: the default stays
   EXPECT_EQ(shm.beta_bytes_per_us, 3000);
   EXPECT_EQ(shm.copy_bytes_per_us, 12000);
+  EXPECT_EQ(shm.flag_us, 0.7);
+  EXPECT_EQ(tcp.flag_us, 0.7);
 
   const CostModel none = apply_tuned(defaults, TunedCosts{}, "tcp");
   EXPECT_EQ(none.alpha_us, 15);
   EXPECT_EQ(none.gamma_bytes_per_us, 4000);
+  EXPECT_EQ(none.flag_us, CostModel{}.flag_us);
 }
 
 // Two ranks as threads over one store: rank 1's own file is absent, yet it applies rank 0's.

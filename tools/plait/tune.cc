@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "coll/select.h"
 #include "commands.h"
 #include "core/config.h"
 #include "plait/bootstrap.h"
@@ -109,6 +110,65 @@ ProviderResult measure_provider(const Bootstrap& boot, Store& store, const std::
   return result;
 }
 
+struct SegmentResult {
+  std::string skipped;  // why it was not measured; empty when it was
+  double round_us = 0;  // rank 0's
+};
+
+// The round of a collective over the shared segment, on every rank of the job (they all
+// share a host when plait tune runs them with -n).
+SegmentResult measure_segment(const Bootstrap& boot, Store& store, const TuneOptions& options) {
+  SegmentResult result;
+  ScopedEnv no_tuning("PLAIT_TUNE_FILE", "/dev/null");
+  ScopedEnv connect("PLAIT_CONNECT_TIMEOUT", kTuneConnectTimeout, /*keep_existing=*/true);
+  const auto timeout = Config::from_env().connect_timeout + std::chrono::seconds(30);
+  std::string failure;
+  try {
+    auto comm = Communicator::create(boot, {.name = "plait-tune-segment"});
+    result.round_us = segment_round_us(*comm, options.quick);
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  result.skipped = agree(store, "segment/measured", boot.rank, boot.size, failure, timeout);
+  return result;
+}
+
+// The largest size the switch-over search looks at (a cost model that still picks the
+// segment there is reported as "64M+").
+constexpr size_t kSwitchSearchMax = size_t{64} << 20;
+
+// "512", "64K", "16M": sizes are powers of two here.
+std::string size_text(size_t bytes) {
+  if (bytes >= (size_t{1} << 20)) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= (size_t{1} << 10)) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes);
+}
+
+// Where the cost model, with the constants just measured, stops choosing the shm algorithm
+// for an allreduce of f32 on `ranks` ranks of one host: the largest power of two it still
+// takes, in bytes (0: not even 4 bytes).
+size_t shm_switch_over(const transport::CostModel& shm_link, double flag_us, int ranks,
+                       bool oversubscribed) {
+  const Config config = Config::from_env({});
+  const coll::CostParams params{.alpha_us = shm_link.alpha_us,
+                                .beta_bytes_per_us = shm_link.beta_bytes_per_us,
+                                .gamma_bytes_per_us = shm_link.gamma_bytes_per_us,
+                                .copy_bytes_per_us = shm_link.copy_bytes_per_us,
+                                .flag_us = flag_us};
+  coll::CollArgs args;
+  args.op = coll::CollOp::kAllreduce;
+  args.size = ranks;
+  args.chunk_count = (size_t{1} << 20) / 4;
+  args.segment_slot_bytes = oversubscribed ? size_t{1} << 20 : size_t{64} << 10;  // as auto
+  size_t last = 0;
+  for (size_t bytes = 4; bytes <= kSwitchSearchMax; bytes *= 2) {
+    args.count = bytes / 4;
+    if (coll::select_algorithm(args, "auto", config, params).info->algorithm == coll::Algorithm::kShm)
+      last = bytes;
+  }
+  return last;
+}
+
 // Four significant digits: the measurement's noise is larger than that.
 double rounded(double value) {
   if (value <= 0) return value;
@@ -142,11 +202,13 @@ std::string file_header(const std::vector<ProviderResult>& results, const TuneOp
                        std::to_string(std::thread::hardware_concurrency()) + " cpus; " +
                        std::to_string(ranks) + " ranks\nmeasured: " + measured + "host\n";
   if (!kept.empty()) header += "kept from the previous file: " + kept + "\n";
-  return header + "alpha_us: one-way latency (us); *_bytes_per_us: bandwidth (1000 = 1 GB/s)\n";
+  return header +
+         "alpha_us: one-way latency (us); *_bytes_per_us: bandwidth (1000 = 1 GB/s); "
+         "flag_us: a round of a collective over the shared segment (us)\n";
 }
 
 void print_report(const std::vector<ProviderResult>& results, const HostRates& host,
-                  bool verbose) {
+                  const SegmentResult& segment, bool verbose) {
   std::printf("%-9s %10s %10s %6s %12s\n", "provider", "alpha_us", "beta_GB/s", "sizes",
               "round_trips");
   for (const ProviderResult& r : results) {
@@ -159,6 +221,29 @@ void print_report(const std::vector<ProviderResult>& results, const HostRates& h
   }
   std::printf("%-9s reduce (f32 sum) %.2f GB/s, memcpy %.2f GB/s\n", "host",
               host.gamma_bytes_per_us / 1000, host.copy_bytes_per_us / 1000);
+  if (!segment.skipped.empty()) {
+    std::printf("%-9s skipped: %s\n", "segment", segment.skipped.c_str());
+  } else {
+    std::printf("%-9s a round of the shm algorithm (one-round barrier) %.3f us\n", "segment",
+                segment.round_us);
+    transport::CostModel shm_link;
+    for (const ProviderResult& r : results)
+      if (r.provider == "shm" && r.skipped.empty()) {
+        shm_link.alpha_us = r.fit.alpha_us;
+        shm_link.beta_bytes_per_us = r.fit.beta_bytes_per_us;
+      }
+    shm_link.gamma_bytes_per_us = host.gamma_bytes_per_us;
+    shm_link.copy_bytes_per_us = host.copy_bytes_per_us;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::printf("%-9s allreduce f32 runs on the segment up to (cost model):", "switch");
+    for (int ranks : {2, 4, 8, 16}) {
+      const size_t bytes = shm_switch_over(shm_link, segment.round_us, ranks, ranks > cores);
+      std::printf(" np=%d %s%s", ranks,
+                  (size_text(bytes) + (bytes == kSwitchSearchMax ? "+" : "")).c_str(),
+                  ranks > cores ? " (oversubscribed)" : "");
+    }
+    std::printf("\n");
+  }
   if (!verbose) return;
   for (const ProviderResult& r : results) {
     if (!r.skipped.empty()) continue;
@@ -178,7 +263,8 @@ void print_report(const std::vector<ProviderResult>& results, const HostRates& h
 
 // Rank 0: the previous file's values, this run's on top.
 void write_file(const std::string& path, const std::vector<ProviderResult>& results,
-                const HostRates& host, const TuneOptions& options, int ranks) {
+                const HostRates& host, const SegmentResult& segment, const TuneOptions& options,
+                int ranks) {
   transport::TunedCosts previous;
   try {
     previous = transport::load_tuned_costs_file(path);
@@ -193,6 +279,8 @@ void write_file(const std::string& path, const std::vector<ProviderResult>& resu
   }
   costs.set(transport::kHostScope, "gamma_bytes_per_us", rounded(host.gamma_bytes_per_us));
   costs.set(transport::kHostScope, "copy_bytes_per_us", rounded(host.copy_bytes_per_us));
+  if (segment.skipped.empty())
+    costs.set(transport::kHostScope, "flag_us", rounded(segment.round_us));
   // A provider skipped or left out of --providers this time keeps its earlier measurement.
   std::string kept;
   for (const auto& [key, value] : previous.values()) {
@@ -225,12 +313,13 @@ int run_tune(const TuneOptions& options) {
   std::vector<ProviderResult> results;
   for (const std::string& provider : options.providers)
     results.push_back(measure_provider(boot, store, provider, options));
+  const SegmentResult segment = measure_segment(boot, store, options);
   if (boot.rank != 0) return 0;
 
   // The host's rates, after the ping-pongs so that no peer competes for the cores.
   const HostRates host = measure_host(host_plan(options.quick));
-  print_report(results, host, options.verbose);
-  write_file(path, results, host, options, boot.size);
+  print_report(results, host, segment, options.verbose);
+  write_file(path, results, host, segment, options, boot.size);
   std::fflush(stdout);
   for (const ProviderResult& r : results)
     if (r.skipped.empty()) return 0;

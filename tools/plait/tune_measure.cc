@@ -168,4 +168,18 @@ HostRates measure_host(const HostPlan& plan) {
   return rates;
 }
 
+double segment_round_us(Communicator& comm, bool quick) {
+  const CallOptions shm{.algorithm = "shm"};
+  const int batches = quick ? 3 : 9, calls = quick ? 500 : 2000;
+  for (int i = 0; i < 200; ++i) comm.barrier(shm)->wait();
+  std::vector<double> per_call;
+  for (int b = 0; b < batches; ++b) {
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) comm.barrier(shm)->wait();
+    per_call.push_back(seconds_since(t0) * 1e6 / calls);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
 }  // namespace plait::cli

@@ -43,6 +43,13 @@ struct HostRates {
   double copy_bytes_per_us = 0;   // memcpy
 };
 
+// Collective over every rank of `comm`: the median time of one barrier over the
+// communicator's collective segment (the shm algorithm: one round of flags, no message),
+// over `batches` batches of `calls` barriers, in microseconds. What a round of any shm
+// collective costs beyond its data (CostModel::flag_us). Throws what the communicator throws
+// (kInvalidUsage when it has no segment: ranks on several hosts, PLAIT_SHM_COLL=off).
+double segment_round_us(Communicator& comm, bool quick);
+
 // Medians over repetitions on operands that rotate through several times the plan's bytes,
 // so that caches hold little of them: the conservative ("cold") end of both rates.
 HostRates measure_host(const HostPlan& plan);
