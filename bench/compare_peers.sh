@@ -4,35 +4,43 @@
 #
 #   bench/compare_peers.sh                  # np 2 and 4, 3 repetitions
 #   NPS="2" REPS=5 PEERS="ompi-shm gloo" bench/compare_peers.sh
+#   TRANSPORTS="auto tcp" PEERS="ompi-shm ompi-tcp" bench/compare_peers.sh   # + plait over TCP
 #
 # Prints one markdown table per np: time (us) and busbw (GB/s) per size and implementation.
 # Every implementation is measured and reported alike: the slowest rank's mean time per call
 # (a collective is done when its last rank is; busbw is computed from that time), and the
 # result is checked after the timed loop (plait with --check, the peers by their own check);
-# a wrong result shows as FAIL in its cell instead of a number.
+# a wrong result shows as FAIL in its cell instead of a number. With REPS > 1 a cell also
+# gives the fastest and slowest run's time: median (min-max).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"2 4"}
 REPS=${REPS:-3}
 PEERS=${PEERS:-"ompi-shm ompi-tcp mpich gloo"}
 SIZES=${SIZES:-"8 1024 65536 1048576 16777216 67108864"}
+# plait's PLAIT_TRANSPORT values to run; "auto" is the column "plait", any other T "plait-T".
+TRANSPORTS=${TRANSPORTS:-auto}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
 PLAIT=${PLAIT:-build/tools/plait/plait}
 OUT=$(mktemp -d /tmp/plait-compare.XXXXXX)
 
 for rep in $(seq 1 "$REPS"); do
   for np in $NPS; do
-    for size in $SIZES; do
-      json="$OUT/plait-np$np-rep$rep-$size.json"
-      # Exit status 1 means --check found wrong elements: the JSON record says how many and
-      # the table marks it; anything else is a failure of the run itself.
-      status=0
-      "$PLAIT" bench -n "$np" allreduce --min "$size" --max "$size" --check \
-        --json "$json" >/dev/null || status=$?
-      if [ "$status" -ne 0 ] && { [ "$status" -ne 1 ] || [ ! -s "$json" ]; }; then
-        echo "compare_peers: plait bench -n $np at $size bytes failed (exit $status)" >&2
-        exit 1
-      fi
+    for transport in $TRANSPORTS; do
+      name=plait
+      [ "$transport" = auto ] || name=plait-$transport
+      for size in $SIZES; do
+        json="$OUT/$name-np$np-rep$rep-$size.json"
+        # Exit status 1 means --check found wrong elements: the JSON record says how many and
+        # the table marks it; anything else is a failure of the run itself.
+        status=0
+        PLAIT_TRANSPORT=$transport "$PLAIT" bench -n "$np" allreduce --min "$size" \
+          --max "$size" --check --json "$json" >/dev/null || status=$?
+        if [ "$status" -ne 0 ] && { [ "$status" -ne 1 ] || [ ! -s "$json" ]; }; then
+          echo "compare_peers: $name bench -n $np at $size bytes failed (exit $status)" >&2
+          exit 1
+        fi
+      done
     done
     NP=$np PEERS="$PEERS" SIZES="$SIZES" "$PEERS_DIR/run.sh" > "$OUT/peers-np$np-rep$rep.txt" 2>&1 || true
   done

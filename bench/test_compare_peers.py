@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Writes the record plait bench would: `wrong` is null unless --check was given.
 FAKE_PLAIT = textwrap.dedent("""\
     #!/bin/sh
-    echo "$@" >> "$ARGS_LOG"
+    echo "PLAIT_TRANSPORT=$PLAIT_TRANSPORT $@" >> "$ARGS_LOG"
     json=""; size=""; check=null
     while [ $# -gt 0 ]; do
       case "$1" in
@@ -47,7 +47,7 @@ def executable(path, text):
 
 
 class ComparePeers(unittest.TestCase):
-    def run_script(self, wrong="0", peer_check="ok"):
+    def run_script(self, wrong="0", peer_check="ok", **extra):
         with tempfile.TemporaryDirectory() as tmp:
             plait = os.path.join(tmp, "plait")
             peers = os.path.join(tmp, "peers")
@@ -55,9 +55,10 @@ class ComparePeers(unittest.TestCase):
             executable(plait, FAKE_PLAIT)
             executable(os.path.join(peers, "run.sh"), FAKE_RUN)
             args_log = os.path.join(tmp, "args")
-            env = dict(os.environ, NPS="2", REPS="1", SIZES="8 65536", PEERS="ompi-shm",
+            env = dict(os.environ, NPS="2", SIZES="8 65536", PEERS="ompi-shm",
                        PLAIT=plait, PEERS_DIR=peers, ARGS_LOG=args_log, WRONG=wrong,
                        PEER_CHECK=peer_check)
+            env.update({"REPS": "1", **extra})
             done = subprocess.run([os.path.join(HERE, "compare_peers.sh")], env=env,
                                   capture_output=True, text=True, timeout=60)
             with open(args_log) as f:
@@ -69,9 +70,19 @@ class ComparePeers(unittest.TestCase):
         self.assertEqual(len(calls), 2)
         for call in calls:
             self.assertIn("--check", call.split())
+            self.assertIn("PLAIT_TRANSPORT=auto", call.split())
         self.assertIn("slowest rank's mean time per call", done.stdout)
         self.assertIn("| 8 | 10.0 / 1.000 | 20.0 / 0.100 |", done.stdout)
         self.assertIn("| 65536 | 10.0 / 1.000 | 20.0 / 0.100 |", done.stdout)
+
+    def test_transports_add_a_plait_column_each_and_reps_give_the_spread(self):
+        done, calls = self.run_script(TRANSPORTS="auto tcp", REPS="2")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(len(calls), 8)  # 2 reps x 2 transports x 2 sizes
+        self.assertEqual(sum("PLAIT_TRANSPORT=tcp" in c.split() for c in calls), 4)
+        self.assertIn("| bytes | plait | plait-tcp | ompi-shm |", done.stdout)
+        self.assertIn("| 8 | 10.0 (10.0-10.0) / 1.000 | 10.0 (10.0-10.0) / 1.000 | "
+                      "20.0 (20.0-20.0) / 0.100 |", done.stdout)
 
     def test_a_wrong_result_shows_as_fail_for_plait_and_for_a_peer(self):
         done, _ = self.run_script(wrong="3", peer_check="FAIL")
