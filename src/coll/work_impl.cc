@@ -32,7 +32,10 @@ void WorkImpl::wait(std::chrono::milliseconds timeout) {
     if (auto driver = driver_.lock()) driver->drive(*this, until);
   }
   std::unique_lock lock(mu_);
-  if (!cv_.wait_until(lock, until, [&] { return done_; })) {
+  ++sleepers_;
+  const bool finished = cv_.wait_until(lock, until, [&] { return done_; });
+  --sleepers_;
+  if (!finished) {
     throw timeout_error("Timed out after " + std::to_string(timeout.count()) +
                             " ms waiting for " + description() +
                             " (it is still pending; its own deadline aborts the communicator)",
@@ -71,6 +74,7 @@ void WorkImpl::on_complete(std::function<void()> callback) {
 
 void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t bytes) {
   std::vector<std::function<void()>> callbacks;
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     if (done_) return;
@@ -80,8 +84,10 @@ void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t byt
     bytes_ = bytes;
     done_flag_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
+    // A waiter that counts itself after this saw done_ under the lock and will not sleep.
+    wake = sleepers_ > 0;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
   // Outside the lock: a callback may read the outcome (error(), source()).
   for (auto& callback : callbacks) callback();
 }

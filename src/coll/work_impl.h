@@ -85,6 +85,9 @@ class WorkImpl : public Work {
   std::atomic<bool> done_flag_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  // Threads asleep on cv_ (counted under mu_): finish() notifies only when there are any,
+  // which a small collective's caller, polling, never is.
+  int sleepers_ = 0;
   bool done_ = false;
   std::shared_ptr<const Error> error_;
   int source_ = -1;
