@@ -245,6 +245,39 @@ TEST(SegmentRun, WaitingForARankThatNeverComesSaysWhichRankAndRound) {
       << outcomes[0].error;
 }
 
+// A flag rings exactly the sleepers it can unblock: arrive and reduced of round R the ranks
+// still in R; done of R the ranks that want R's buffers back, two rounds on (a broadcast
+// receiver can run that far ahead of a slower receiver). Before, done rang only ranks in R
+// or earlier: the one rank waiting for it slept until its timeout.
+TEST(CollectiveSegment, AFlagRingsTheSleepersItCanUnblock) {
+  auto store = make_hash_store();
+  std::vector<std::unique_ptr<CollectiveSegment>> segs(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      segs[r] = CollectiveSegment::attach(r, 2, *store, "seg", kSlot, Deadline::after(10s));
+    });
+  for (auto& t : threads) t.join();
+  using Waiters = CollectiveSegment::Waiters;
+  RankControl& peer = segs[1]->control(1);
+  peer.sleeping.store(1);
+  auto rings = [&](uint64_t peer_round, uint64_t round, Waiters waiters) {
+    peer.active_round.store(peer_round);
+    const uint32_t before = peer.bell.load();
+    segs[0]->wake_sleepers(round, waiters);
+    return peer.bell.load() != before;
+  };
+  EXPECT_TRUE(rings(5, 5, Waiters::kSameRound));
+  EXPECT_FALSE(rings(6, 5, Waiters::kSameRound));
+  EXPECT_FALSE(rings(kNoRound, 5, Waiters::kSameRound));
+  EXPECT_TRUE(rings(7, 5, Waiters::kReuse));
+  EXPECT_FALSE(rings(6, 5, Waiters::kReuse));
+  EXPECT_FALSE(rings(5, 5, Waiters::kReuse));
+  EXPECT_FALSE(rings(kNoRound, 5, Waiters::kReuse));
+  peer.sleeping.store(0);
+  EXPECT_FALSE(rings(5, 5, Waiters::kSameRound));  // awake: it polls
+}
+
 TEST(SegmentRun, RoundsFollowFromTheShapeAlone) {
   CollArgs a;
   a.size = 4;

@@ -129,12 +129,14 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::finish_attach(
   return std::unique_ptr<CollectiveSegment>(new CollectiveSegment(rank, std::move(segment), g));
 }
 
-void CollectiveSegment::wake_sleepers(uint64_t round) const {
+void CollectiveSegment::wake_sleepers(uint64_t round, Waiters waiters) const {
   for (uint32_t r = 0; r < g_.ranks; ++r) {
     if (static_cast<int>(r) == rank_) continue;
     RankControl& c = control(static_cast<int>(r));
-    if (c.sleeping.load(std::memory_order_seq_cst) == 0 ||
-        c.active_round.load(std::memory_order_seq_cst) > round)
+    if (c.sleeping.load(std::memory_order_seq_cst) == 0) continue;
+    const uint64_t active = c.active_round.load(std::memory_order_seq_cst);
+    // kNoRound is the largest value: a rank with no round in progress waits for nothing.
+    if (waiters == Waiters::kSameRound ? active > round : active == kNoRound || active < round + 2)
       continue;
     if (c.pollers.load(std::memory_order_seq_cst) != 0 &&
         Clock::now().time_since_epoch().count() < c.grace_until.load(std::memory_order_acquire))

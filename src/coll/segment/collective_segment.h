@@ -115,9 +115,13 @@ class CollectiveSegment {
     return segment_.base() + g_.output_offset + (round % 2) * g_.slot_bytes;
   }
 
+  // Who a published flag of `round` can unblock: ranks still in that round (arrive,
+  // reduced), or ranks that want to reuse its buffers two rounds later (done).
+  enum class Waiters { kSameRound, kReuse };
   // After publishing a flag of `round`: rings every rank whose engine thread sleeps on its
-  // bell with a round up to `round` in progress and no thread of its own polling.
-  void wake_sleepers(uint64_t round) const;
+  // bell with a round in progress that `waiters` says the flag can unblock, and no thread of
+  // its own polling.
+  void wake_sleepers(uint64_t round, Waiters waiters) const;
 
  private:
   CollectiveSegment(int rank, transport::shm::Segment segment, const Geometry& g)

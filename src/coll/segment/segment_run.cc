@@ -77,8 +77,10 @@ bool SegmentRun::step() {
   const uint64_t round = first_round_ + index_;
   switch (phase_) {
     case Phase::kClaim:
-      // This parity's buffers were last read in round - 2: by everybody, once they say so.
-      if (round > 2 && !wait_all(&RankControl::done)) return false;
+      // This parity's buffers were last read in round - 2: by everybody, once they say so
+      // (or once they have all arrived at round - 1, which they do only after that).
+      if (round > 2 && all_arrived_round_ + 1 < round && !wait_all(&RankControl::done))
+        return false;
       contribute();
       return true;
     case Phase::kGather: {
@@ -116,6 +118,7 @@ bool SegmentRun::wait_all(std::atomic<uint64_t> RankControl::*flag, int only) {
     if (flag == &RankControl::arrive && q != seg_->rank() && !signature_ok(q)) return false;
     if (only >= 0) break;
   }
+  if (flag == &RankControl::arrive && only < 0) all_arrived_round_ = round;
   next_ = 0;
   blocked_on_ = -1;
   return true;
@@ -172,7 +175,7 @@ void SegmentRun::contribute() {
   }
   RankControl& own = seg_->own();
   own.signature[round % 2].store(signature_, std::memory_order_relaxed);
-  publish(own.arrive);
+  publish(own.arrive, CollectiveSegment::Waiters::kSameRound);
   if (reads_nothing) return finish_round();
   phase_ = Phase::kGather;
   next_ = 0;
@@ -204,7 +207,7 @@ void SegmentRun::consume() {
         const size_t lo = std::min(count_, static_cast<size_t>(me) * per);
         const size_t hi = std::min(count_, lo + per);
         if (hi > lo) reduce_slots(seg_->output(round) + lo * elem_, lo * elem_, hi - lo);
-        publish(seg_->own().reduced);
+        publish(seg_->own().reduced, CollectiveSegment::Waiters::kSameRound);
         if (args_->op == CollOp::kReduce && me != args_->root) return finish_round();
         phase_ = Phase::kCollect;
         next_ = 0;
@@ -233,17 +236,17 @@ void SegmentRun::collect() {
 }
 
 void SegmentRun::finish_round() {
-  publish(seg_->own().done);
+  publish(seg_->own().done, CollectiveSegment::Waiters::kReuse);
   if (++index_ < rounds_) return begin_round();
   finished_ = true;
   phase_ = Phase::kFinished;
   seg_->own().active_round.store(kNoRound, std::memory_order_seq_cst);
 }
 
-void SegmentRun::publish(std::atomic<uint64_t>& flag) {
+void SegmentRun::publish(std::atomic<uint64_t>& flag, CollectiveSegment::Waiters waiters) {
   const uint64_t round = first_round_ + index_;
   flag.store(round, std::memory_order_seq_cst);
-  seg_->wake_sleepers(round);
+  seg_->wake_sleepers(round, waiters);
 }
 
 void SegmentRun::fail(Error error) {

@@ -78,7 +78,7 @@ class SegmentRun {
   void collect();
   void finish_round();
   void reduce_slots(char* dst, size_t at, size_t n) const;
-  void publish(std::atomic<uint64_t>& flag);
+  void publish(std::atomic<uint64_t>& flag, CollectiveSegment::Waiters waiters);
   void fail(Error error);
   std::string waiting_round() const;
 
@@ -108,6 +108,10 @@ class SegmentRun {
   std::string blocked_what_ = "arrive";
   bool finished_ = true;
   std::shared_ptr<const Error> error_;
+  // The last round in which this rank saw every rank arrive; kept from one collective to
+  // the next. A rank raises arrive for round R only after done for R - 1, so a round whose
+  // predecessor everybody arrived at needs no look at anybody's done flag to reuse buffers.
+  uint64_t all_arrived_round_ = 0;
 };
 
 }  // namespace plait::coll::segment
