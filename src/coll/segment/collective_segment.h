@@ -17,7 +17,8 @@
 //
 // Rounds: every collective runs as one or more rounds, numbered 1, 2, ... per communicator;
 // round R uses the buffers of parity R % 2. A rank writes a parity's buffers for round R
-// only once every rank has finished reading them for round R - 2 (done >= R - 2).
+// only once every rank has finished reading them for round R - 2 (done >= R - 2, implied by
+// arrive >= R - 1).
 //
 // Waking: a rank's engine thread may sleep on its doorbell (`bell`) when it has a round in
 // progress that nobody of its process is polling; whoever publishes a flag rings the bell of
