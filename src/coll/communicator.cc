@@ -264,7 +264,7 @@ const Selection& CommunicatorImpl::select(const CollArgs& args, const std::strin
   return *last_selection_;
 }
 
-WorkPtr CommunicatorImpl::enqueue(Call c, const CallOptions& opts) {
+WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   const size_t elem = dtype_size(c.args.dtype);
   const std::string_view op_name = to_string(c.args.op);
   const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;

@@ -72,7 +72,7 @@ class CommunicatorImpl : public Communicator {
     size_t avg_count = 0;
   };
   CollArgs base_args(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count) const;
-  WorkPtr enqueue(Call call, const CallOptions& opts);
+  WorkPtr enqueue(Call&& call, const CallOptions& opts);  // takes call.args
   const Selection& select(const CollArgs& args, const std::string& choice);  // mu_ held
   void check_root(int root, const char* op) const;
   // count * times elements of dtype; throws kInvalidUsage when their byte size overflows (a
