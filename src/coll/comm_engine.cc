@@ -237,7 +237,12 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
   // over when the lock is free, and leave at our spin budget like a driver would.
   std::unique_lock drive(drive_mu_, std::defer_lock);
   for (unsigned i = 1; !drive.try_lock(); ++i) {
-    if (work.done() || ((i & 63) == 0 && Clock::now() >= spin_end)) return;
+    if (work.done()) return;
+    if ((i & 63) == 0 && Clock::now() >= spin_end) {
+      // The driver may finish its own work and leave ours to the provider's thread.
+      cq_->hand_off_progress();
+      return;
+    }
     if (oversubscribed_ || (i & 1023) == 0)
       sched_yield();
     else
@@ -266,6 +271,9 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
       cpu_relax();
   }
   end_driving();
+  // We sleep next, and the engine thread sleeps until a completion: the provider's own
+  // thread must read the sockets again (it steps aside while a driver polls them).
+  if (!work.done()) cq_->hand_off_progress();
 }
 
 void CommEngine::drive_in_background() {

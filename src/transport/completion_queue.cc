@@ -102,6 +102,10 @@ void PolicyCompletionQueue::end_active_polling() {
     wake(false);
 }
 
+void PolicyCompletionQueue::hand_off_progress() {
+  if (inline_) inline_->hand_off();
+}
+
 bool PolicyCompletionQueue::wait_ready(std::chrono::microseconds timeout) {
   const auto until = Clock::now() + timeout;
   for (;;) {
@@ -177,6 +181,7 @@ bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds time
       if (spin_until(out, spin_end, &interrupted)) return true;
       // The spin consumed an interrupt: blocking now would sleep through it.
       if (interrupted || Clock::now() >= until) return false;
+      hand_off_progress();  // nobody polls the provider while we sleep
       return block_until(out, until);
     }
     case WaitPolicy::kBlock:

@@ -73,7 +73,7 @@ TcpFabric::~TcpFabric() {
 }
 
 std::unique_ptr<CompletionQueue> TcpFabric::create_cq() {
-  return std::make_unique<PolicyCompletionQueue>(config_.wait_policy, config_.spin_time);
+  return std::make_unique<PolicyCompletionQueue>(config_.wait_policy, config_.spin_time, this);
 }
 
 std::unique_ptr<MemoryRegion> TcpFabric::register_memory(void* addr, size_t length,
