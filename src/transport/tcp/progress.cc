@@ -122,6 +122,7 @@ bool TcpFabric::serve(const epoll_event* events, int n) {
       if (s->flush(&finished) != 0) broken_stream_.store(true);
       report_sent(finished);
     }
+    if (events[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) s->hangup_seen = true;
     if ((events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !s->in_ready_list) {
       s->in_ready_list = true;
       ready_.push_back(s);

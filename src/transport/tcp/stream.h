@@ -107,9 +107,12 @@ class Stream {
   void mark_goodbye() { goodbye_received_ = true; }
   bool goodbye_received() const { return goodbye_received_; }
 
-  // Progress-thread bookkeeping.
+  // Bookkeeping of whoever reads the sockets (under the fabric's rx lock).
   bool in_ready_list = false;
   bool receiving = true;  // false once closed for reading
+  // epoll reported a hang-up or error: the EOF may already be in, behind the data, with no
+  // edge left to announce it, so reads go on until EAGAIN or EOF (no short-read shortcut).
+  bool hangup_seen = false;
 
  private:
   int flush_locked(std::vector<OpRef>* finished);
@@ -129,6 +132,10 @@ class Stream {
   std::vector<char> rx_;
   size_t rx_begin_ = 0;
   size_t rx_end_ = 0;
+  // The last recv got less than it asked for: the socket was empty then, and whatever
+  // arrives after it raises a new edge on the epoll. Reading again now would only return
+  // EAGAIN: one system call per message saved.
+  bool rx_empty_ = false;
   bool in_payload_ = false;
   WireHeader rx_header_;
   Incoming incoming_;
