@@ -84,6 +84,7 @@ void PolicyCompletionQueue::push(Completion completion) {
   std::lock_guard lock(mu_);
   items_.push_back(std::move(completion));
   count_.fetch_add(1, std::memory_order_release);
+  activity_.fetch_add(1, std::memory_order_relaxed);
   // An active poller takes it; waking a sleeper would only cost a syscall and a context
   // switch on a core that the poller's peers need. end_active_polling() covers the handover.
   if (active_pollers_.load(std::memory_order_seq_cst) == 0) wake(false);
@@ -155,7 +156,9 @@ void PolicyCompletionQueue::wake(bool all) {
 
 bool PolicyCompletionQueue::poll(Completion* out) {
   if (take_queued(out)) return true;
-  return inline_ && inline_->progress() && take_queued(out);
+  if (!inline_ || !inline_->progress()) return false;
+  activity_.fetch_add(1, std::memory_order_relaxed);
+  return take_queued(out);
 }
 
 bool PolicyCompletionQueue::take_queued(Completion* out) {

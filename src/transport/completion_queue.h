@@ -63,6 +63,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   void begin_active_polling() override;
   void end_active_polling() override;
   void hand_off_progress() override;
+  uint64_t activity() const override { return activity_.load(std::memory_order_relaxed); }
 
   size_t size() const { return count_.load(std::memory_order_acquire); }
 
@@ -88,6 +89,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   std::atomic<uint32_t> sequence_{0};
   std::atomic<uint32_t> sleepers_{0};
   std::atomic<uint32_t> active_pollers_{0};
+  std::atomic<uint64_t> activity_{0};
 };
 
 }  // namespace plait::transport
