@@ -2,8 +2,9 @@
 // incoming side's state machine (header, then payload into a Sink).
 //
 // Sending may happen on any thread under the stream's lock: a caller whose frame finds the
-// queue idle writes it right away (the low-latency path), the progress thread writes the
-// rest when epoll says the socket has room. Receiving is the progress thread's alone.
+// queue idle writes it right away (the low-latency path), whoever reads the sockets writes
+// the rest when epoll says the socket has room. Receiving is done by one thread at a time,
+// under the fabric's rx lock: its progress thread, or a caller polling inline.
 #pragma once
 
 #include <cstddef>
@@ -97,7 +98,7 @@ class Stream {
   std::unique_lock<std::mutex> lock_sending() { return std::unique_lock(mu_); }
   void keep_started_frame_locked();
 
-  // --- receiving, progress thread only ---
+  // --- receiving, under the fabric's rx lock ---
   enum class ReadResult { kDrained, kMore, kClosed, kError };
   // Reads and dispatches messages until the socket is empty or `budget` bytes were read.
   // kClosed: EOF, or the peer's goodbye was read (goodbye_received()).

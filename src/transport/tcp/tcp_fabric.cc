@@ -119,7 +119,7 @@ void TcpFabric::cancel(CompletionQueue* cq) {
   }
   await_reports();
   matcher_.purge_finished();
-  // Waits out the progress thread's access to user memory in flight, if any; every later
+  // Waits out the socket reader's access to user memory in flight, if any; every later
   // one sees the ops finished.
   await_user_memory_access();
 }
@@ -135,7 +135,7 @@ void TcpFabric::submit(int peer, int index, Frame frame) {
   std::shared_lock guard(report_guard_);
   std::vector<OpRef> finished;
   if (stream(peer, index).submit(std::move(frame), &finished) != 0) {
-    // This write broke the socket; the progress thread fails the peer.
+    // This write broke the socket; the next socket reader fails the peer.
     broken_stream_.store(true);
     wake_progress();
   }
