@@ -179,9 +179,14 @@ bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds time
     case WaitPolicy::kSpin:
       return spin_until(out, until);
     case WaitPolicy::kHybrid: {
-      auto spin_end = std::min(until, Clock::now() + spin_time_);
+      // The budget is for a quiet wait: while polling moves work (a large message coming in
+      // without a completion yet), it starts over.
       bool interrupted = false;
-      if (spin_until(out, spin_end, &interrupted)) return true;
+      for (;;) {
+        const uint64_t seen = activity();
+        if (spin_until(out, std::min(until, Clock::now() + spin_time_), &interrupted)) return true;
+        if (interrupted || activity() == seen || Clock::now() >= until) break;
+      }
       // The spin consumed an interrupt: blocking now would sleep through it.
       if (interrupted || Clock::now() >= until) return false;
       hand_off_progress();  // nobody polls the provider while we sleep
