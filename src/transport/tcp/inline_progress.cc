@@ -61,8 +61,11 @@ void TcpFabric::begin_polling() { pollers_.fetch_add(1, std::memory_order_seq_cs
 void TcpFabric::end_polling() {
   // No wake-up here: a caller usually polls again soon (the submitter waits next, the next
   // call starts). One that sleeps instead calls hand_off(); one that does neither is
-  // noticed at the parked thread's next check.
-  pollers_.fetch_sub(1, std::memory_order_seq_cst);
+  // noticed at the parked thread's next check. Except for streams left past their read
+  // budget: their edges are consumed, so the thread would not see them even in epoll.
+  if (pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      backlog_.load(std::memory_order_seq_cst))
+    wake_progress();
 }
 
 void TcpFabric::hand_off() {
@@ -70,7 +73,10 @@ void TcpFabric::hand_off() {
   // seq_cst pairs with park(): it sets parked_ before reading handoff_, we set handoff_
   // before reading parked_; one of us sees the other.
   handoff_.store(true, std::memory_order_seq_cst);
-  unpark();
+  if (backlog_.load(std::memory_order_seq_cst))
+    wake_progress();  // also when it is in epoll, not parked (see end_polling())
+  else
+    unpark();
 }
 
 bool TcpFabric::progress() {

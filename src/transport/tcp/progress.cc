@@ -95,6 +95,10 @@ void TcpFabric::progress_loop() {
         poll_passes_.load(std::memory_order_relaxed) != idle_at) {
       if (park()) idle_at = poll_passes_.load(std::memory_order_relaxed);
       if (stop_requested_.load()) break;
+      // A poller may have left streams past their read budget: their edges are consumed,
+      // so epoll would not report them again.
+      std::lock_guard rx(rx_mu_);
+      backlog = !ready_.empty();
     }
     int n = ::epoll_wait(epoll_.get(), events, 64, backlog ? 0 : busy_timeout);
     if (n < 0) {
@@ -138,6 +142,7 @@ bool TcpFabric::serve(const epoll_event* events, int n) {
                                      ") failed: " + os_error(err), false);
   }
   service_ready();
+  backlog_.store(!ready_.empty(), std::memory_order_seq_cst);
   return !ready_.empty();
 }
 

@@ -172,6 +172,9 @@ class TcpFabric final : public Fabric,
   // (try-lock). Guards every stream's receiving side, ready_ and the Peer fields above.
   std::mutex rx_mu_;
   std::vector<Stream*> ready_;  // streams with data left after their read budget; rx_mu_
+  // !ready_.empty() as of the last serve(), readable without the lock: a poller that leaves
+  // such streams behind wakes the progress thread (epoll will not report them again).
+  std::atomic<bool> backlog_{false};
   // Inline polling: callers between begin_polling() and end_polling(), and their passes
   // (the parked progress thread tells a caller that still polls from one that went away).
   std::atomic<int> pollers_{0};
