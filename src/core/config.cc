@@ -259,7 +259,7 @@ std::vector<SettingRow> make_rows() {
        [](Config& c, const std::string&, const std::string& v) { c.tcp_interface = trim(v); },
        [](const Config& c, const std::string&) { return c.tcp_interface; }},
       {{"PLAIT_EAGER_THRESHOLD", "bytes", "0",
-        "Largest message sent eagerly instead of by rendezvous; 0 = from the cost model"},
+        "Smallest message sent by rendezvous instead of eagerly; 0 = the provider's default (tcp 1M)"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.eager_threshold = parse_bytes_setting(n, v, 0);
        },
@@ -291,7 +291,7 @@ std::vector<SettingRow> make_rows() {
        },
        [](const Config& c, const std::string&) { return std::to_string(c.store_max_handshakes); }},
       {{"PLAIT_WAIT", enum_type(kWaitPolicies), "hybrid",
-        "How waits poll completions: busy-poll, sleep, or spin PLAIT_SPIN_US then sleep"},
+        "How waits poll completions: busy-poll, sleep, or spin until PLAIT_SPIN_US pass without progress, then sleep"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.wait_policy = static_cast<WaitPolicy>(parse_choice(n, v, kWaitPolicies));
        },
@@ -299,7 +299,7 @@ std::vector<SettingRow> make_rows() {
          return std::string(kWaitPolicies[static_cast<size_t>(c.wait_policy)]);
        }},
       {{"PLAIT_SPIN_US", "microseconds", "50",
-        "How long the hybrid wait policy spins before it sleeps; also 2ms"},
+        "How long the hybrid wait policy spins without progress before it sleeps; also 2ms"},
        [](Config& c, const std::string& n, const std::string& v) {
          int64_t us = parse_duration_us(v, 1);
          if (us < 0) reject(n, v, "a duration >= 0: microseconds, or 2ms");

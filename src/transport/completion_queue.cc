@@ -84,6 +84,7 @@ void PolicyCompletionQueue::push(Completion completion) {
   std::lock_guard lock(mu_);
   items_.push_back(std::move(completion));
   count_.fetch_add(1, std::memory_order_release);
+  activity_.fetch_add(1, std::memory_order_relaxed);
   // An active poller takes it; waking a sleeper would only cost a syscall and a context
   // switch on a core that the poller's peers need. end_active_polling() covers the handover.
   if (active_pollers_.load(std::memory_order_seq_cst) == 0) wake(false);
@@ -100,6 +101,10 @@ void PolicyCompletionQueue::end_active_polling() {
   // Under the lock, so a push either saw the poller (and its item is counted here) or woke.
   if (active_pollers_.fetch_sub(1, std::memory_order_seq_cst) == 1 && !items_.empty())
     wake(false);
+}
+
+void PolicyCompletionQueue::hand_off_progress() {
+  if (inline_) inline_->hand_off();
 }
 
 bool PolicyCompletionQueue::wait_ready(std::chrono::microseconds timeout) {
@@ -151,7 +156,9 @@ void PolicyCompletionQueue::wake(bool all) {
 
 bool PolicyCompletionQueue::poll(Completion* out) {
   if (take_queued(out)) return true;
-  return inline_ && inline_->progress() && take_queued(out);
+  if (!inline_ || !inline_->progress()) return false;
+  activity_.fetch_add(1, std::memory_order_relaxed);
+  return take_queued(out);
 }
 
 bool PolicyCompletionQueue::take_queued(Completion* out) {
@@ -172,11 +179,17 @@ bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds time
     case WaitPolicy::kSpin:
       return spin_until(out, until);
     case WaitPolicy::kHybrid: {
-      auto spin_end = std::min(until, Clock::now() + spin_time_);
+      // The budget is for a quiet wait: while polling moves work (a large message coming in
+      // without a completion yet), it starts over.
       bool interrupted = false;
-      if (spin_until(out, spin_end, &interrupted)) return true;
+      for (;;) {
+        const uint64_t seen = activity();
+        if (spin_until(out, std::min(until, Clock::now() + spin_time_), &interrupted)) return true;
+        if (interrupted || activity() == seen || Clock::now() >= until) break;
+      }
       // The spin consumed an interrupt: blocking now would sleep through it.
       if (interrupted || Clock::now() >= until) return false;
+      hand_off_progress();  // nobody polls the provider while we sleep
       return block_until(out, until);
     }
     case WaitPolicy::kBlock:

@@ -35,6 +35,10 @@ class InlineProgress {
   virtual void end_polling() = 0;
   // One pass over the provider's incoming work; true if it did anything.
   virtual bool progress() = 0;
+  // A thread that polled is about to sleep until a completion wakes it: a provider whose own
+  // thread steps aside while callers poll must take its work back now, not after its next
+  // check. Costs a wake-up, so it is called only on the way to sleep.
+  virtual void hand_off() {}
 };
 
 class PolicyCompletionQueue final : public CompletionQueue {
@@ -58,6 +62,8 @@ class PolicyCompletionQueue final : public CompletionQueue {
                      std::chrono::microseconds timeout) override;
   void begin_active_polling() override;
   void end_active_polling() override;
+  void hand_off_progress() override;
+  uint64_t activity() const override { return activity_.load(std::memory_order_relaxed); }
 
   size_t size() const { return count_.load(std::memory_order_acquire); }
 
@@ -83,6 +89,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   std::atomic<uint32_t> sequence_{0};
   std::atomic<uint32_t> sleepers_{0};
   std::atomic<uint32_t> active_pollers_{0};
+  std::atomic<uint64_t> activity_{0};
 };
 
 }  // namespace plait::transport

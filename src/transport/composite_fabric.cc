@@ -237,6 +237,10 @@ void CompositeFabric::end_polling() {
   for (InlineProgress* p : inline_) p->end_polling();
 }
 
+void CompositeFabric::hand_off() {
+  for (InlineProgress* p : inline_) p->hand_off();
+}
+
 bool CompositeFabric::progress() {
   bool any = false;
   for (InlineProgress* p : inline_) any |= p->progress();

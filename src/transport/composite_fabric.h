@@ -58,6 +58,7 @@ class CompositeFabric final : public Fabric, public InlineProgress {
   // InlineProgress: forwarded to the providers that support it.
   void begin_polling() override;
   void end_polling() override;
+  void hand_off() override;
   bool progress() override;
 
  private:

@@ -111,6 +111,13 @@ class CompletionQueue {
   // someone polls it; the end wakes a sleeper if completions are left over.
   virtual void begin_active_polling() = 0;
   virtual void end_active_polling() = 0;
+  // A consumer that polled (and ended its polling) is going to sleep with its work not
+  // done: a provider progressed inline gets its own thread back on the job at once.
+  virtual void hand_off_progress() = 0;
+  // Counts events that moved work forward: completions pushed, and polls whose inline
+  // progress pass did something (bytes of a large message came in, say). A hybrid waiter
+  // keeps spinning while it grows: its budget is for a quiet wait, not for a transfer.
+  virtual uint64_t activity() const = 0;
 };
 
 class MemoryRegion {

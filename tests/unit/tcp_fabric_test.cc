@@ -122,7 +122,7 @@ TEST_F(TcpPair, CapabilitiesAndCostModel) {
   EXPECT_EQ(f(0).capabilities().provider, "tcp");
   EXPECT_EQ(f(0).capabilities().streams_per_peer, 2);
   EXPECT_GE(threshold(), 32u * 1024);
-  EXPECT_LE(threshold(), 256u * 1024);
+  EXPECT_LE(threshold(), 1024u * 1024);
   EXPECT_EQ(f(1).rank(), 1);
   EXPECT_EQ(f(1).size(), 2);
   EXPECT_FALSE(f(0).peer_failed(1));

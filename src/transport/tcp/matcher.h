@@ -12,7 +12,7 @@
 
 namespace plait::transport::tcp {
 
-// Eager payloads are written into `data` by the progress thread after the entry is queued
+// Eager payloads are written into `data` by the socket reader after the entry is queued
 // (`complete` says when they are all there); kRts keeps the sender's op id for the CTS.
 using Unexpected = UnexpectedMessage;
 using UnexpectedRef = std::shared_ptr<Unexpected>;

@@ -1,7 +1,8 @@
 // The TCP provider's progress thread: one epoll over every socket (edge-triggered), reading
 // and dispatching incoming messages, writing queued frames when sockets have room, and
 // turning a dead or departed peer into failed operations. It never throws: every error
-// becomes a completion.
+// becomes a completion. A caller that polls one of our queues does the same work inline
+// (inline_progress.cc) through serve(); rx_mu_ keeps the two from reading one socket.
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -73,6 +74,7 @@ void TcpFabric::start_progress() {
 void TcpFabric::wake_progress() {
   uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
+  unpark();
 }
 
 void TcpFabric::progress_loop() {
@@ -82,43 +84,66 @@ void TcpFabric::progress_loop() {
   // (more threads than cores) they then take turns and latency collapses (measured: 8 us
   // blocking vs 400 us with both spinning on 2 shared cores).
   const int busy_timeout = config_.wait_policy == WaitPolicy::kSpin ? 0 : kIdleWakeMs;
+  bool backlog = false;
+  // The poll-pass count when the park last found nobody polling: a poller count that stays
+  // up without passes (a submitter that lent its poll and went off) does not park us again.
+  uint64_t idle_at = UINT64_MAX;
   while (!stop_requested_.load()) {
-    int n = ::epoll_wait(epoll_.get(), events, 64, ready_.empty() ? busy_timeout : 0);
+    // A caller polls the sockets: asleep in epoll we would only be woken for every message
+    // it reads anyway (a context switch each, on cores its peers need).
+    if (!backlog && may_park() && pollers_.load(std::memory_order_seq_cst) > 0 &&
+        poll_passes_.load(std::memory_order_relaxed) != idle_at) {
+      if (park()) idle_at = poll_passes_.load(std::memory_order_relaxed);
+      if (stop_requested_.load()) break;
+      // A poller may have left streams past their read budget: their edges are consumed,
+      // so epoll would not report them again.
+      std::lock_guard rx(rx_mu_);
+      backlog = !ready_.empty();
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, backlog ? 0 : busy_timeout);
     if (n < 0) {
       if (errno != EINTR) log(LogLevel::kError, "rank ", rank_, ": epoll_wait: ", os_error(errno));
+      n = 0;
+    }
+    if (n == 0 && busy_timeout == 0 && !backlog) sched_yield();  // idle spinning
+    std::lock_guard rx(rx_mu_);
+    backlog = serve(events, n);
+  }
+}
+
+bool TcpFabric::serve(const epoll_event* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    auto* s = static_cast<Stream*>(events[i].data.ptr);
+    if (!s) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &count, sizeof count);
       continue;
     }
-    if (n == 0 && busy_timeout == 0 && ready_.empty()) sched_yield();  // idle spinning
-    for (int i = 0; i < n; ++i) {
-      auto* s = static_cast<Stream*>(events[i].data.ptr);
-      if (!s) {
-        uint64_t count;
-        [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &count, sizeof count);
-        continue;
-      }
-      if (!s->receiving) continue;
-      if (events[i].events & EPOLLOUT) {
-        std::shared_lock guard(report_guard_);  // from the claim to the report
-        std::vector<OpRef> finished;
-        if (s->flush(&finished) != 0) broken_stream_.store(true);
-        report_sent(finished);
-      }
-      if ((events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !s->in_ready_list) {
-        s->in_ready_list = true;
-        ready_.push_back(s);
-      }
+    if (!s->receiving) continue;
+    if (events[i].events & EPOLLOUT) {
+      std::shared_lock guard(report_guard_);  // from the claim to the report
+      std::vector<OpRef> finished;
+      if (s->flush(&finished) != 0) broken_stream_.store(true);
+      report_sent(finished);
     }
-    if (broken_stream_.exchange(false)) {
-      for (auto& peer : peers_)
-        if (peer)
-          for (auto& s : peer->streams)
-            if (int err = s->send_error(); err != 0 && s->receiving)
-              fail_peer(s->peer(), "connection to rank " + std::to_string(s->peer()) +
-                                       " (stream " + std::to_string(s->index()) +
-                                       ") failed: " + os_error(err), false);
+    if (events[i].events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) s->hangup_seen = true;
+    if ((events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !s->in_ready_list) {
+      s->in_ready_list = true;
+      ready_.push_back(s);
     }
-    service_ready();
   }
+  if (broken_stream_.load(std::memory_order_relaxed) && broken_stream_.exchange(false)) {
+    for (auto& peer : peers_)
+      if (peer)
+        for (auto& s : peer->streams)
+          if (int err = s->send_error(); err != 0 && s->receiving)
+            fail_peer(s->peer(), "connection to rank " + std::to_string(s->peer()) +
+                                     " (stream " + std::to_string(s->index()) +
+                                     ") failed: " + os_error(err), false);
+  }
+  service_ready();
+  backlog_.store(!ready_.empty(), std::memory_order_seq_cst);
+  return !ready_.empty();
 }
 
 void TcpFabric::service_ready() {
@@ -185,6 +210,8 @@ void TcpFabric::fail_peer(int peer, const std::string& why, bool orderly) {
 }
 
 void TcpFabric::shutdown_streams() {
+  // Callers that still poll (they should not, the fabric is going) find the lock taken.
+  std::lock_guard rx(rx_mu_);
   // Pending ops are abandoned (stop_reporting() holds back their completions); their frames that
   // are partly written finish from a copy, the rest are dropped.
   {

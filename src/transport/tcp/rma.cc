@@ -1,4 +1,5 @@
-// One-sided operations over the TCP provider. The target's progress thread plays the NIC:
+// One-sided operations over the TCP provider. Whoever reads the target's sockets (its
+// progress thread, or a caller polling inline) plays the NIC:
 // it checks every request against the memory registry (key, bounds, access, alignment)
 // before touching memory, applies it, and acknowledges. A refused request is answered with
 // the reason, and a refused write's payload is read and dropped so the stream stays in sync.
@@ -118,7 +119,7 @@ void TcpFabric::start_atomic(int peer, uint64_t* result, const RemoteKey& rk, ui
   submit(peer, 0, std::move(f));
 }
 
-// --- target side (progress thread) ---
+// --- target side (whoever reads the sockets, under rx_mu_) ---
 
 void TcpFabric::reply(Stream& s, WireHeader h, const std::string& denial) {
   Frame f;
@@ -229,7 +230,7 @@ void TcpFabric::on_atomic(Stream& s, const WireHeader& h) {
   reply(s, resp, denial);
 }
 
-// --- initiator side: replies (progress thread) ---
+// --- initiator side: replies (whoever reads the sockets, under rx_mu_) ---
 
 Incoming TcpFabric::on_reply(Stream& s, const WireHeader& h) {
   Incoming in;

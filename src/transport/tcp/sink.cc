@@ -85,13 +85,15 @@ void Sink::put(const char* src, size_t n) {
   done_ += n;
 }
 
-ssize_t Sink::recv_from(int fd, size_t n, char* scratch, size_t scratch_size) {
+ssize_t Sink::recv_from(int fd, size_t n, char* scratch, size_t scratch_size, bool* short_read) {
   n = std::min(n, remaining());
+  size_t asked = 0;
   ssize_t got = with_destination([&](char* dest) {
-    if (dest) return ::recv(fd, dest, n, 0);
-    return ::recv(fd, scratch, std::min(n, scratch_size), 0);
+    asked = dest ? n : std::min(n, scratch_size);
+    return ::recv(fd, dest ? dest : scratch, asked, 0);
   });
   if (got > 0) done_ += static_cast<size_t>(got);
+  *short_read = got > 0 && static_cast<size_t>(got) < asked;
   return got;
 }
 

@@ -42,8 +42,9 @@ class Sink {
   // Takes n <= remaining() bytes already read from the socket.
   void put(const char* src, size_t n);
   // recv(2) of up to n bytes straight into the destination; `scratch` takes what is
-  // discarded. Returns recv's result.
-  ssize_t recv_from(int fd, size_t n, char* scratch, size_t scratch_size);
+  // discarded. Returns recv's result; *short_read says it got less than it asked for (the
+  // socket had no more at that moment).
+  ssize_t recv_from(int fd, size_t n, char* scratch, size_t scratch_size, bool* short_read);
 
  private:
   enum class Kind { kDiscard, kOwned, kBuffer, kUser, kRegion };

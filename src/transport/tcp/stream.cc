@@ -176,10 +176,13 @@ void Stream::compact() {
 }
 
 Stream::ReadResult Stream::read_into_buffer(size_t* consumed, int* error) {
+  if (rx_empty_) return ReadResult::kDrained;
   compact();
   for (;;) {
-    ssize_t n = ::recv(fd_.get(), rx_.data() + rx_end_, rx_.size() - rx_end_, 0);
+    const size_t room = rx_.size() - rx_end_;
+    ssize_t n = ::recv(fd_.get(), rx_.data() + rx_end_, room, 0);
     if (n > 0) {
+      rx_empty_ = static_cast<size_t>(n) < room && !hangup_seen;
       rx_end_ += static_cast<size_t>(n);
       *consumed += static_cast<size_t>(n);
       return ReadResult::kMore;
@@ -194,6 +197,8 @@ Stream::ReadResult Stream::read_into_buffer(size_t* consumed, int* error) {
 
 Stream::ReadResult Stream::receive(StreamHandler& handler, size_t budget, int* error) {
   size_t consumed = 0;
+  // Called on a new edge (or to continue past the read budget): the socket may have more.
+  rx_empty_ = false;
   for (;;) {
     if (goodbye_received_) return ReadResult::kClosed;
     if (!in_payload_) {
@@ -218,8 +223,11 @@ Stream::ReadResult Stream::receive(StreamHandler& handler, size_t budget, int* e
       // The buffer is empty here: everything buffered went into the sink.
       if (consumed >= budget) return ReadResult::kMore;
       if (sink.remaining() >= kDirectBytes) {
+        if (rx_empty_) return ReadResult::kDrained;
         rx_begin_ = rx_end_ = 0;
-        ssize_t n = sink.recv_from(fd_.get(), sink.remaining(), rx_.data(), rx_.size());
+        ssize_t n =
+            sink.recv_from(fd_.get(), sink.remaining(), rx_.data(), rx_.size(), &rx_empty_);
+        if (hangup_seen) rx_empty_ = false;
         if (n > 0) {
           consumed += static_cast<size_t>(n);
           continue;

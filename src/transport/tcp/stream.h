@@ -2,8 +2,9 @@
 // incoming side's state machine (header, then payload into a Sink).
 //
 // Sending may happen on any thread under the stream's lock: a caller whose frame finds the
-// queue idle writes it right away (the low-latency path), the progress thread writes the
-// rest when epoll says the socket has room. Receiving is the progress thread's alone.
+// queue idle writes it right away (the low-latency path), whoever reads the sockets writes
+// the rest when epoll says the socket has room. Receiving is done by one thread at a time,
+// under the fabric's rx lock: its progress thread, or a caller polling inline.
 #pragma once
 
 #include <cstddef>
@@ -97,7 +98,7 @@ class Stream {
   std::unique_lock<std::mutex> lock_sending() { return std::unique_lock(mu_); }
   void keep_started_frame_locked();
 
-  // --- receiving, progress thread only ---
+  // --- receiving, under the fabric's rx lock ---
   enum class ReadResult { kDrained, kMore, kClosed, kError };
   // Reads and dispatches messages until the socket is empty or `budget` bytes were read.
   // kClosed: EOF, or the peer's goodbye was read (goodbye_received()).
@@ -107,9 +108,12 @@ class Stream {
   void mark_goodbye() { goodbye_received_ = true; }
   bool goodbye_received() const { return goodbye_received_; }
 
-  // Progress-thread bookkeeping.
+  // Bookkeeping of whoever reads the sockets (under the fabric's rx lock).
   bool in_ready_list = false;
   bool receiving = true;  // false once closed for reading
+  // epoll reported a hang-up or error: the EOF may already be in, behind the data, with no
+  // edge left to announce it, so reads go on until EAGAIN or EOF (no short-read shortcut).
+  bool hangup_seen = false;
 
  private:
   int flush_locked(std::vector<OpRef>* finished);
@@ -129,6 +133,10 @@ class Stream {
   std::vector<char> rx_;
   size_t rx_begin_ = 0;
   size_t rx_end_ = 0;
+  // The last recv got less than it asked for: the socket was empty then, and whatever
+  // arrives after it raises a new edge on the epoll. Reading again now would only return
+  // EAGAIN: one system call per message saved.
+  bool rx_empty_ = false;
   bool in_payload_ = false;
   WireHeader rx_header_;
   Incoming incoming_;

@@ -5,8 +5,11 @@
 //   two_sided.cc    tagged send/recv: eager, rendezvous (RTS/CTS/striped data), matching
 //   rma.cc          write / read / atomics, initiator and target sides
 //   progress.cc     the progress thread (epoll), peer failure, orderly shutdown
+//   inline_progress.cc  a waiting caller reads the sockets itself; the progress thread parks
 //   connect.cc      connection setup; stream.cc the per-socket I/O; wire.h the format
 #pragma once
+
+#include <sys/epoll.h>
 
 #include <atomic>
 #include <memory>
@@ -28,7 +31,10 @@
 
 namespace plait::transport::tcp {
 
-class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycle {
+class TcpFabric final : public Fabric,
+                        public InlineProgress,
+                        private StreamHandler,
+                        private OpLifecycle {
  public:
   TcpFabric(const FabricOptions& options, Mesh mesh);
   ~TcpFabric() override;
@@ -65,10 +71,18 @@ class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycl
   bool peer_failed(int peer) const override;
   std::string peer_failure(int peer) const override;
 
+  // InlineProgress (inline_progress.cc): a thread spinning on one of our queues reads the
+  // sockets itself, and meanwhile the progress thread parks off the sockets, so that a
+  // message costs no thread wake-up on either side.
+  void begin_polling() override;
+  void end_polling() override;
+  bool progress() override;
+  void hand_off() override;
+
  private:
   struct Peer : PeerHealth {
     std::vector<std::unique_ptr<Stream>> streams;
-    // Progress thread only:
+    // Under rx_mu_ (whoever reads the sockets):
     int goodbyes = 0;
     struct ImmWrite {
       uint64_t remaining = 0;
@@ -119,6 +133,9 @@ class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycl
   // --- progress (progress.cc) ---
   void start_progress();
   void progress_loop();
+  // With rx_mu_ held: handles what epoll reported, then reads the ready streams; true if
+  // a stream still has data beyond its read budget.
+  bool serve(const epoll_event* events, int n);
   void service_ready();
   void on_stream_closed(Stream& s, Stream::ReadResult result, int error);
   void close_stream(Stream& s);
@@ -126,6 +143,14 @@ class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycl
   void fail_peer(int peer, const std::string& why, bool orderly);
   void wake_progress();
   void shutdown_streams();
+  // --- parking (inline_progress.cc) ---
+  // Whether the progress thread parks while callers poll (not under the block policy: its
+  // callers never poll, they sleep until the progress thread reports).
+  bool may_park() const { return config_.wait_policy != WaitPolicy::kBlock; }
+  // Sleeps off the sockets while callers poll them; returns on a hand-off, on stop, or when
+  // nobody polled for a whole check period (then true).
+  bool park();
+  void unpark();  // wakes a parked progress thread (futex), if it is parked
 
   const Config config_;
   Capabilities capabilities_;
@@ -143,7 +168,21 @@ class TcpFabric final : public Fabric, private StreamHandler, private OpLifecycl
   net::Fd wake_fd_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> broken_stream_{false};  // a caller's write broke a stream
-  std::vector<Stream*> ready_;              // progress thread only
+  // One reader of the sockets at a time: the progress thread, or a caller polling inline
+  // (try-lock). Guards every stream's receiving side, ready_ and the Peer fields above.
+  std::mutex rx_mu_;
+  std::vector<Stream*> ready_;  // streams with data left after their read budget; rx_mu_
+  // !ready_.empty() as of the last serve(), readable without the lock: a poller that leaves
+  // such streams behind wakes the progress thread (epoll will not report them again).
+  std::atomic<bool> backlog_{false};
+  // Inline polling: callers between begin_polling() and end_polling(), and their passes
+  // (the parked progress thread tells a caller that still polls from one that went away).
+  std::atomic<int> pollers_{0};
+  std::atomic<uint64_t> poll_passes_{0};
+  // The park: a futex word bumped to wake the parked thread, and whether it is parked.
+  std::atomic<uint32_t> park_word_{0};
+  std::atomic<bool> parked_{false};
+  std::atomic<bool> handoff_{false};  // a poller went to sleep: serve the sockets now
   std::thread progress_;
 };
 

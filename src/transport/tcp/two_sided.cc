@@ -84,7 +84,7 @@ void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
       accept_rendezvous(op, m.source, m.sender_op);
     } else if (posted.complete) {
       deliver_buffered(*op, m);
-    }  // else claimed: the progress thread delivers it once its payload is in
+    }  // else claimed: the socket reader delivers it once its payload is in
     return;
   }
   // Nothing buffered: a message can only still come from a live peer. (Checked after
@@ -104,7 +104,7 @@ void TcpFabric::accept_rendezvous(const OpRef& recv, int source, uint64_t sender
   submit(source, 0, std::move(f));
 }
 
-// --- progress thread: incoming two-sided messages ---
+// --- incoming two-sided messages (whoever reads the sockets, under rx_mu_) ---
 
 Incoming TcpFabric::on_eager(Stream& s, const WireHeader& h) {
   Matcher::Arrival a = matcher_.arrive(s.peer(), h.tag, h.word, h.length, false, 0);
