@@ -32,10 +32,14 @@ void CommEngine::start_or_hand_over() {
 void CommEngine::begin_driving() {
   cq_->begin_active_polling();
   if (!segment_) return;
+  segment::RankControl& own = segment_->own();
   if (poll_credit_)
     poll_credit_ = false;  // counted already, by the submitter that lent it
   else
-    segment_->own().pollers.fetch_add(1, std::memory_order_seq_cst);
+    own.pollers.fetch_add(1, std::memory_order_seq_cst);
+  // Polling for real, not on a lent count: no grace runs out (else a caller whose call
+  // started on the engine thread, with an old grace, would be rung on every flag).
+  own.grace_until.store(segment::kPolling, std::memory_order_release);
 }
 
 void CommEngine::end_driving(bool lend) {
@@ -68,11 +72,22 @@ void CommEngine::loop() {
     {
       std::lock_guard drive(drive_mu_);
       DriverMark mark(driver_);
-      if (poll_credit_ && segment_) {  // the submitter did not wait: this thread takes over
-        poll_credit_ = false;
-        segment_->own().pollers.fetch_sub(1, std::memory_order_seq_cst);
+      if (poll_credit_ && segment_) {
+        // A submitter lent its poller count to the wait it is about to begin. Past its grace
+        // it did not wait (an asynchronous call): this thread takes over. Before, it is on its
+        // way: taking the count now would have peers ring us on every call, and every ring
+        // wakes this thread to contend for the drive lock with the caller.
+        const int64_t grace = segment_->own().grace_until.load(std::memory_order_acquire);
+        if (Clock::now().time_since_epoch().count() >= grace) {
+          poll_credit_ = false;
+          segment_->own().pollers.fetch_sub(1, std::memory_order_seq_cst);
+          wake = run_available();
+        } else {
+          wake = std::min(run_available(), Clock::time_point(Clock::duration(grace)));
+        }
+      } else {
+        wake = run_available();
       }
-      wake = run_available();
     }
     // Sleep without the lock, so a waiting caller can drive; never spin here (the caller
     // does the spinning). Completions and interrupts (new calls, aborts, stop) wake us.
@@ -151,7 +166,11 @@ void CommEngine::drive(const WorkImpl& work, Clock::time_point until) {
 }
 
 void CommEngine::drive_in_background() {
-  if (segment_) cq_->interrupt();  // the engine thread wakes, and takes any lent poll over
+  if (!segment_) return;
+  // Nobody will wait for it: the lent poll's grace ends now, and the engine thread, woken,
+  // takes it over.
+  segment_->own().grace_until.store(0, std::memory_order_release);
+  cq_->interrupt();
 }
 
 void CommEngine::drive_once() {

@@ -43,6 +43,8 @@ inline constexpr uint32_t kVersion = 1;
 inline constexpr size_t kTagSize = 16;
 // No round is in progress on a rank (RankControl::active_round).
 inline constexpr uint64_t kNoRound = UINT64_MAX;
+// RankControl::grace_until while a thread of the rank drives its engine (not on lent time).
+inline constexpr int64_t kPolling = INT64_MAX;
 
 struct Header {
   std::atomic<uint64_t> magic{0};  // transport::shm::kCollectiveSegmentMagic, written last
@@ -71,7 +73,8 @@ struct RankControl {
   std::atomic<uint32_t> pollers{0};
   // A submitting thread that leaves with its round unfinished keeps counting as a poller
   // until this steady-clock time (ns): it is about to wait, and will poll. Past it, peers ring
-  // the engine thread after all (the caller did not wait: an asynchronous call).
+  // the engine thread after all (the caller did not wait: an asynchronous call). kPolling
+  // while a thread drives.
   std::atomic<int64_t> grace_until{0};
   // Written by the other ranks: bumped to wake this rank's sleeping engine thread (a futex).
   alignas(64) std::atomic<uint32_t> bell{0};
