@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "plait/store.h"
+#include "fabric_test_support.h"
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
 #include "transport/shm/segment.h"
@@ -44,40 +45,20 @@ inline Config test_config(const std::string& cma = "auto") {
 }
 
 inline FabricOptions options_for(int rank, int size, std::shared_ptr<Store> store, const Config& config,
-                          const std::string& token = "job-secret",
-                          const std::string& name = "shm-test") {
-  FabricOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.store = std::move(store);
-  o.name = name;
-  o.job_token = token;
-  o.config = config;
-  return o;
+                                 const std::string& token = "job-secret",
+                                 const std::string& name = "shm-test") {
+  return test::fabric_options(rank, size, std::move(store), config, token, name);
 }
 
 // Creates `size` fabrics concurrently (creation blocks until every rank is attached).
 inline std::vector<std::unique_ptr<Fabric>> make_fabrics(
     int size, const Config& config,
     const std::function<void(FabricOptions&)>& adjust = [](FabricOptions&) {}) {
-  auto store = make_hash_store();
-  std::vector<std::unique_ptr<Fabric>> fabrics(size);
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        FabricOptions o = options_for(r, size, store, config);
-        adjust(o);
-        fabrics[r] = create_shm_fabric(o);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  return fabrics;
+  return test::make_fabrics_concurrently(size, [&](int r, std::shared_ptr<Store> store) {
+    FabricOptions o = options_for(r, size, std::move(store), config);
+    adjust(o);
+    return create_shm_fabric(o);
+  });
 }
 
 inline Completion wait_one(CompletionQueue& cq) {

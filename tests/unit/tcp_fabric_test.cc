@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
 
@@ -29,34 +30,14 @@ Config test_config(int streams = 2) {
 
 FabricOptions options_for(int rank, int size, std::shared_ptr<Store> store, const Config& config,
                           const std::string& token = "job-secret") {
-  FabricOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.store = std::move(store);
-  o.name = "test";
-  o.job_token = token;
-  o.config = config;
-  return o;
+  return test::fabric_options(rank, size, std::move(store), config, token, "test");
 }
 
 // Creates `size` fabrics concurrently (creation blocks until the mesh is up).
 std::vector<std::unique_ptr<Fabric>> make_fabrics(int size, const Config& config) {
-  auto store = make_hash_store();
-  std::vector<std::unique_ptr<Fabric>> fabrics(size);
-  std::vector<std::exception_ptr> errors(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fabrics[r] = create_tcp_fabric(options_for(r, size, store, config));
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  return fabrics;
+  return test::make_fabrics_concurrently(size, [&](int r, std::shared_ptr<Store> store) {
+    return create_tcp_fabric(options_for(r, size, std::move(store), config));
+  });
 }
 
 Completion wait_one(CompletionQueue& cq) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
 
@@ -16,31 +17,14 @@ namespace {
 using namespace std::chrono_literals;
 
 std::vector<std::unique_ptr<Fabric>> make_pair_of_fabrics(WaitPolicy policy) {
-  auto store = make_hash_store();
-  std::vector<std::unique_ptr<Fabric>> fabrics(2);
-  std::vector<std::exception_ptr> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        FabricOptions o;
-        o.rank = r;
-        o.size = 2;
-        o.store = store;
-        o.name = "inline";
-        o.job_token = "job-secret";
-        o.config.connect_timeout = 10s;
-        o.config.timeout = 10s;
-        o.config.wait_policy = policy;
-        fabrics[r] = create_tcp_fabric(o);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  return fabrics;
+  Config config;
+  config.connect_timeout = 10s;
+  config.timeout = 10s;
+  config.wait_policy = policy;
+  return test::make_fabrics_concurrently(2, [&](int r, std::shared_ptr<Store> store) {
+    return create_tcp_fabric(
+        test::fabric_options(r, 2, std::move(store), config, "job-secret", "inline"));
+  });
 }
 
 // Polls `cq` until a completion comes (inside an active-polling bracket, as a driver does).
