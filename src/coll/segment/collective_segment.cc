@@ -13,19 +13,10 @@
 namespace plait::coll::segment {
 namespace {
 
+using transport::shm::hex;
 using transport::shm::Segment;
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-
-std::string hex(const uint8_t* bytes, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += digits[bytes[i] >> 4];
-    s += digits[bytes[i] & 15];
-  }
-  return s;
-}
 
 std::chrono::milliseconds left(const Deadline& deadline) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at() - Clock::now());

@@ -34,16 +34,6 @@ std::array<uint8_t, 32> hmac(const std::string& key, const std::string& message)
   return mac;
 }
 
-std::string hex(const uint8_t* bytes, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += digits[bytes[i] >> 4];
-    s += digits[bytes[i] & 15];
-  }
-  return s;
-}
-
 }  // namespace
 
 Segment::~Segment() {
@@ -132,6 +122,16 @@ uint64_t random_u64() {
     v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }
   return v;
+}
+
+std::string hex(const uint8_t* bytes, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += digits[bytes[i] >> 4];
+    s += digits[bytes[i] & 15];
+  }
+  return s;
 }
 
 std::string segment_name(const std::string& job_token, const std::string& fabric_name, int rank) {

@@ -74,4 +74,7 @@ bool process_gone(pid_t pid);
 // A random 64-bit value from the OS.
 uint64_t random_u64();
 
+// Lower-case hex of `n` bytes (segment names carry tags and MACs this way).
+std::string hex(const uint8_t* bytes, size_t n);
+
 }  // namespace plait::transport::shm
