@@ -72,22 +72,21 @@ void CommEngine::loop() {
     {
       std::lock_guard drive(drive_mu_);
       DriverMark mark(driver_);
+      // A submitter lent its poller count to the wait it is about to begin. Past its grace
+      // it did not wait (an asynchronous call): this thread takes over. Before, it is on its
+      // way: taking the count now would have peers ring us on every call, and every ring
+      // wakes this thread to contend for the drive lock with the caller.
+      auto credit_end = Clock::time_point::max();
       if (poll_credit_ && segment_) {
-        // A submitter lent its poller count to the wait it is about to begin. Past its grace
-        // it did not wait (an asynchronous call): this thread takes over. Before, it is on its
-        // way: taking the count now would have peers ring us on every call, and every ring
-        // wakes this thread to contend for the drive lock with the caller.
         const int64_t grace = segment_->own().grace_until.load(std::memory_order_acquire);
         if (Clock::now().time_since_epoch().count() >= grace) {
           poll_credit_ = false;
           segment_->own().pollers.fetch_sub(1, std::memory_order_seq_cst);
-          wake = run_available();
         } else {
-          wake = std::min(run_available(), Clock::time_point(Clock::duration(grace)));
+          credit_end = Clock::time_point(Clock::duration(grace));
         }
-      } else {
-        wake = run_available();
       }
+      wake = std::min(run_available(), credit_end);
     }
     // Sleep without the lock, so a waiting caller can drive; never spin here (the caller
     // does the spinning). Completions and interrupts (new calls, aborts, stop) wake us.

@@ -108,35 +108,32 @@ void PolicyCompletionQueue::hand_off_progress() {
 }
 
 bool PolicyCompletionQueue::wait_ready(std::chrono::microseconds timeout) {
-  const auto until = Clock::now() + timeout;
-  for (;;) {
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    uint32_t seen = sequence_.load(std::memory_order_seq_cst);
-    bool ready = count_.load(std::memory_order_acquire) > 0;
-    bool interrupted = !ready && take_interrupt();
-    auto now = Clock::now();
-    if (!ready && !interrupted && now < until) futex_wait(&sequence_, seen, until - now);
-    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-    if (ready) return true;
-    if (interrupted || now >= until) return count_.load(std::memory_order_acquire) > 0;
-  }
+  return wait_ready_or(nullptr, 0, timeout);
 }
 
+// `shared_word` may be null: then only completions and interrupts end the wait.
 bool PolicyCompletionQueue::wait_ready_or(std::atomic<uint32_t>* shared_word, uint32_t seen,
                                           std::chrono::microseconds timeout) {
   const auto until = Clock::now() + timeout;
+  auto rung = [&] {
+    return shared_word != nullptr && shared_word->load(std::memory_order_acquire) != seen;
+  };
   for (;;) {
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     uint32_t mine = sequence_.load(std::memory_order_seq_cst);
     bool ready = count_.load(std::memory_order_acquire) > 0;
     bool interrupted = !ready && take_interrupt();
-    bool rung = shared_word->load(std::memory_order_acquire) != seen;
+    bool was_rung = rung();
     auto now = Clock::now();
-    if (!ready && !interrupted && !rung && now < until)
-      futex_wait_either(&sequence_, mine, shared_word, seen, until - now);
+    if (!ready && !interrupted && !was_rung && now < until) {
+      if (shared_word != nullptr)
+        futex_wait_either(&sequence_, mine, shared_word, seen, until - now);
+      else
+        futex_wait(&sequence_, mine, until - now);
+    }
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     if (ready) return true;
-    if (interrupted || rung || now >= until || shared_word->load(std::memory_order_acquire) != seen)
+    if (interrupted || was_rung || now >= until || rung())
       return count_.load(std::memory_order_acquire) > 0;
   }
 }
