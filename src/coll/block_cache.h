@@ -4,8 +4,10 @@
 //
 // BlockCache keeps a few blocks of one size; CachingAllocator is the allocator
 // std::allocate_shared takes, so the shared object's control block and the object come
-// from the cache in one block. The cache is shared by the allocator copies inside control
-// blocks: a Work that outlives its communicator still returns its block safely.
+// from the cache in one block. There is one cache per process, never destroyed: the
+// allocator carries no state (copying it inside allocate_shared costs no reference count,
+// which would be two atomic operations per copy), and a Work that outlives its
+// communicator, or the process's static destructors, still returns its block safely.
 #pragma once
 
 #include <algorithm>
@@ -45,28 +47,34 @@ class BlockCache {
   static constexpr size_t kBlockBytes = 512;
 
  private:
-  std::atomic<void*> slots_[4] = {};
+  std::atomic<void*> slots_[8] = {};
 };
+
+// The process's cache: leaked on purpose (see the top of this file).
+inline BlockCache& process_block_cache() {
+  static BlockCache* cache = new BlockCache;
+  return *cache;
+}
 
 template <typename T>
 struct CachingAllocator {
   using value_type = T;
-  std::shared_ptr<BlockCache> cache;
 
-  explicit CachingAllocator(std::shared_ptr<BlockCache> c) : cache(std::move(c)) {}
+  CachingAllocator() = default;
   template <typename U>
-  CachingAllocator(const CachingAllocator<U>& other) : cache(other.cache) {}
+  CachingAllocator(const CachingAllocator<U>&) {}
 
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    return static_cast<T*>(cache->take(bytes <= BlockCache::kBlockBytes ? BlockCache::kBlockBytes : bytes));
+    return static_cast<T*>(process_block_cache().take(
+        bytes <= BlockCache::kBlockBytes ? BlockCache::kBlockBytes : bytes));
   }
   void deallocate(T* p, size_t n) {
     const size_t bytes = n * sizeof(T);
-    cache->give(p, bytes <= BlockCache::kBlockBytes ? BlockCache::kBlockBytes : bytes);
+    process_block_cache().give(p, bytes <= BlockCache::kBlockBytes ? BlockCache::kBlockBytes : bytes);
   }
   template <typename U>
-  bool operator==(const CachingAllocator<U>& o) const { return cache == o.cache; }
+  bool operator==(const CachingAllocator<U>&) const { return true; }
 };
 
 }  // namespace plait::coll

@@ -17,7 +17,7 @@ std::vector<size_t> prefix_offsets(const std::vector<size_t>& counts) {
 WorkPtr CommunicatorImpl::allreduce(const void* send, void* recv, size_t count, DataType dtype,
                                     ReduceOp op, const CallOptions& opts) {
   check_buffer(recv, checked_elems(count, 1, dtype, "allreduce"), "recv", "allreduce");
-  Call c{.args = base_args(CollOp::kAllreduce, dtype, op, 0, count)};
+  Call c = begin_call(CollOp::kAllreduce, dtype, op, 0, count);
   c.args.in_place = in_place(send, recv);
   c.input = c.args.in_place ? recv : send;
   c.output = recv;
@@ -32,7 +32,7 @@ WorkPtr CommunicatorImpl::reduce(const void* send, void* recv, size_t count, Dat
   const bool is_root = rank() == root;
   if (is_root) check_buffer(recv, count, "recv", "reduce");
   else check_buffer(send, count, "send", "reduce");
-  Call c{.args = base_args(CollOp::kReduce, dtype, op, root, count)};
+  Call c = begin_call(CollOp::kReduce, dtype, op, root, count);
   c.args.in_place = is_root && in_place(send, recv);
   c.input = c.args.in_place ? recv : send;
   c.input_elems = count;
@@ -46,7 +46,7 @@ WorkPtr CommunicatorImpl::broadcast(const void* send, void* recv, size_t count, 
                                     int root, const CallOptions& opts) {
   check_root(root, "broadcast");
   check_buffer(recv, checked_elems(count, 1, dtype, "broadcast"), "recv", "broadcast");
-  Call c{.args = base_args(CollOp::kBroadcast, dtype, ReduceOp::kSum, root, count)};
+  Call c = begin_call(CollOp::kBroadcast, dtype, ReduceOp::kSum, root, count);
   const bool is_root = rank() == root;
   c.args.in_place = !is_root || in_place(send, recv);
   c.input = c.args.in_place ? recv : send;
@@ -57,7 +57,7 @@ WorkPtr CommunicatorImpl::broadcast(const void* send, void* recv, size_t count, 
 WorkPtr CommunicatorImpl::allgather(const void* send, void* recv, size_t count, DataType dtype,
                                     const CallOptions& opts) {
   check_buffer(recv, checked_elems(count, size(), dtype, "allgather"), "recv", "allgather");
-  Call c{.args = base_args(CollOp::kAllgather, dtype, ReduceOp::kSum, 0, count)};
+  Call c = begin_call(CollOp::kAllgather, dtype, ReduceOp::kSum, 0, count);
   c.args.in_place = in_place(send, recv);
   c.input = c.args.in_place ? static_cast<char*>(recv) + rank() * count * dtype_size(dtype) : send;
   c.output = recv;
@@ -72,7 +72,7 @@ WorkPtr CommunicatorImpl::allgatherv(const void* send, void* recv,
                             " entries, expected one per rank (" + std::to_string(size()) + ")",
                         {.rank = rank(), .op = "allgatherv"});
   check_buffer(recv, checked_sum(recv_counts, dtype, "allgatherv"), "recv", "allgatherv");
-  Call c{.args = base_args(CollOp::kAllgatherv, dtype, ReduceOp::kSum, 0, recv_counts[rank()])};
+  Call c = begin_call(CollOp::kAllgatherv, dtype, ReduceOp::kSum, 0, recv_counts[rank()]);
   c.args.counts = recv_counts;
   c.args.displs = prefix_offsets(recv_counts);
   c.args.in_place = in_place(send, recv);
@@ -85,7 +85,7 @@ WorkPtr CommunicatorImpl::reduce_scatter(const void* send, void* recv, size_t re
                                          DataType dtype, ReduceOp op, const CallOptions& opts) {
   checked_elems(recv_count, size(), dtype, "reduce_scatter");
   check_buffer(recv, recv_count, "recv", "reduce_scatter");
-  Call c{.args = base_args(CollOp::kReduceScatter, dtype, op, 0, recv_count)};
+  Call c = begin_call(CollOp::kReduceScatter, dtype, op, 0, recv_count);
   c.args.in_place = in_place(send, recv);
   c.input = c.args.in_place ? recv : send;
   c.output = recv;
@@ -102,7 +102,7 @@ WorkPtr CommunicatorImpl::reduce_scatterv(const void* send, void* recv,
                         {.rank = rank(), .op = "reduce_scatterv"});
   checked_sum(recv_counts, dtype, "reduce_scatterv");
   check_buffer(recv, recv_counts[rank()], "recv", "reduce_scatterv");
-  Call c{.args = base_args(CollOp::kReduceScatterv, dtype, op, 0, recv_counts[rank()])};
+  Call c = begin_call(CollOp::kReduceScatterv, dtype, op, 0, recv_counts[rank()]);
   c.args.counts = recv_counts;
   c.args.displs = prefix_offsets(recv_counts);
   c.args.in_place = in_place(send, recv);
@@ -117,7 +117,7 @@ WorkPtr CommunicatorImpl::alltoall(const void* send, void* recv, size_t count, D
   check_buffer(recv, checked_elems(count, size(), dtype, "alltoall"), "recv", "alltoall");
   if (in_place(send, recv) && count > 0)
     throw invalid_usage("alltoall needs distinct send and recv buffers", {.rank = rank(), .op = "alltoall"});
-  Call c{.args = base_args(CollOp::kAlltoall, dtype, ReduceOp::kSum, 0, count)};
+  Call c = begin_call(CollOp::kAlltoall, dtype, ReduceOp::kSum, 0, count);
   c.input = send;
   c.output = recv;
   return enqueue(std::move(c), opts);
@@ -140,7 +140,7 @@ WorkPtr CommunicatorImpl::alltoallv(const void* send, const std::vector<size_t>&
   check_buffer(send, send_total, "send", "alltoallv");
   if (send == recv && send_total > 0)
     throw invalid_usage("alltoallv needs distinct send and recv buffers", {.rank = rank(), .op = "alltoallv"});
-  Call c{.args = base_args(CollOp::kAlltoallv, dtype, ReduceOp::kSum, 0, recv_total)};
+  Call c = begin_call(CollOp::kAlltoallv, dtype, ReduceOp::kSum, 0, recv_total);
   c.args.counts = recv_counts;
   c.args.displs = recv_displs;
   c.args.send_counts = send_counts;
@@ -156,7 +156,7 @@ WorkPtr CommunicatorImpl::gather(const void* send, void* recv, size_t count, Dat
   const bool is_root = rank() == root;
   const size_t total = checked_elems(count, size(), dtype, "gather");
   if (is_root) check_buffer(recv, total, "recv", "gather");
-  Call c{.args = base_args(CollOp::kGather, dtype, ReduceOp::kSum, root, count)};
+  Call c = begin_call(CollOp::kGather, dtype, ReduceOp::kSum, root, count);
   c.args.in_place = is_root && in_place(send, recv);
   c.input = c.args.in_place ? static_cast<char*>(recv) + rank() * count * dtype_size(dtype) : send;
   c.input_elems = count;
@@ -173,7 +173,7 @@ WorkPtr CommunicatorImpl::scatter(const void* send, void* recv, size_t count, Da
   const size_t total = checked_elems(count, size(), dtype, "scatter");
   check_buffer(recv, count, "recv", "scatter");
   if (is_root) check_buffer(send, total, "send", "scatter");
-  Call c{.args = base_args(CollOp::kScatter, dtype, ReduceOp::kSum, root, count)};
+  Call c = begin_call(CollOp::kScatter, dtype, ReduceOp::kSum, root, count);
   c.input = is_root ? send : nullptr;
   c.input_elems = count * size();  // tree algorithms forward subtrees through it
   c.output = recv;
@@ -181,7 +181,7 @@ WorkPtr CommunicatorImpl::scatter(const void* send, void* recv, size_t count, Da
 }
 
 WorkPtr CommunicatorImpl::barrier(const CallOptions& opts) {
-  Call c{.args = base_args(CollOp::kBarrier, DataType::kU8, ReduceOp::kSum, 0, 0)};
+  Call c = begin_call(CollOp::kBarrier, DataType::kU8, ReduceOp::kSum, 0, 0);
   return enqueue(std::move(c), opts);
 }
 

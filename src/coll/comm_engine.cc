@@ -63,7 +63,7 @@ void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
       DriverMark mark(driver_);
       queued_.push_back(std::move(call));
       begin_driving();
-      run_available();
+      run_available(/*check_time=*/false);  // the drivers' passes and the engine thread's do
       end_driving(/*lend=*/true);
       return;
     }
@@ -115,10 +115,14 @@ Clock::time_point CommEngine::run_available(bool check_time) {
 
 void CommEngine::run_available_unguarded(bool check_time) {
   // The flag spares a spinning driver the lock of an empty submission queue on every pass.
-  if (submissions_.load(std::memory_order_acquire) != 0) take_submissions();
+  if (submissions_.load(std::memory_order_acquire) != 0) {
+    poll_cq_as_driver();  // posts may complete at once
+    take_submissions();
+  }
   for (;;) {
     bool progressed = false;
     if (!active_ && !queued_.empty()) {
+      if (queued_.front()->algorithm->algorithm != Algorithm::kShm) poll_cq_as_driver();
       start_next_collective();
       progressed = true;
     }
@@ -127,17 +131,21 @@ void CommEngine::run_available_unguarded(bool check_time) {
     if (active_ && active_done()) {
       // A peer's failure seen on the segment: its abort notice, sent before it left, may be
       // waiting in the queue, and it says why (the failure only says that it left).
-      if (!active_->schedule && segment_run_.error())
+      if (!active_->schedule && segment_run_.error()) {
+        poll_cq_as_driver();
         while (active_ && cq_->poll(&c)) dispatch(c);
+      }
       if (active_) finish_collective();
       continue;
     }
-    // A collective on the segment needs no completion: while only it runs, the queue (and
-    // the provider polled through it) is looked at every 16th pass.
-    if (active_ && !active_->schedule && p2p_.empty() && (++passes_ & 15) != 0) {
+    // A collective on the segment needs no completion: while only it runs, or nothing does,
+    // a driver looks at the queue (and the provider polled through it) every 16th pass.
+    // The engine thread looks whenever it is woken: a completion may be what woke it.
+    if (driving_ && (!active_ || !active_->schedule) && p2p_.empty() && (++passes_ & 15) != 0) {
       if (!progressed) break;
       continue;
     }
+    poll_cq_as_driver();
     while (cq_->poll(&c)) {
       dispatch(c);
       progressed = true;
@@ -203,7 +211,8 @@ void CommEngine::start_next_collective() {
     call.work->finish(abort_error_);
     return;
   }
-  active->deadline = Deadline::after(call.timeout);
+  active->deadline_armed = false;
+  active->deadline = Deadline(Clock::time_point::max());
   // Only a failure needs the context (its string would cost every call).
   auto ctx = [&] {
     return ErrorContext{.rank = rank_, .op = std::string(to_string(call.args.op)),
@@ -361,7 +370,10 @@ void CommEngine::dispatch(const transport::Completion& c) {
 
 void CommEngine::check_deadlines() {
   const auto now = Clock::now();
-  if (active_ && !active_done() && active_->deadline.at() <= now) {
+  if (active_ && !active_done() && !active_->deadline_armed) {
+    active_->deadline = Deadline(now + active_->call->timeout);
+    active_->deadline_armed = true;
+  } else if (active_ && !active_done() && active_->deadline.at() <= now) {
     CollectiveCall& call = *active_->call;
     ErrorContext ctx{.rank = rank_, .peer = active_waited_peer(),
                      .op = std::string(to_string(call.args.op)),
@@ -390,7 +402,7 @@ void CommEngine::check_deadlines() {
 
 Clock::time_point CommEngine::next_deadline() const {
   auto t = Clock::time_point::max();
-  if (active_) t = std::min(t, active_->deadline.at());
+  if (active_) t = std::min(t, active_->deadline.at());  // max until armed
   for (const auto& [id, p] : p2p_) t = std::min(t, p.deadline.at());
   return t;
 }

@@ -85,7 +85,7 @@ class CommEngine final : public WorkDriver {
   std::shared_ptr<const Error> abort_error() const;
 
   // WorkDriver: a waiting user thread runs the engine.
-  void drive(const WorkImpl& work, Clock::time_point until) override;
+  Clock::time_point drive(const WorkImpl& work, std::chrono::milliseconds limit) override;
   void drive_once() override;
   void drive_in_background() override;
 
@@ -102,7 +102,9 @@ class CommEngine final : public WorkDriver {
     std::unique_ptr<CollectiveCall> call;
     std::shared_ptr<const Schedule> schedule;
     std::unique_ptr<ScheduleExecutor> executor;
-    Deadline deadline{Clock::now()};
+    // Armed by the first deadline check (a call that ends sooner never reads the clock).
+    bool deadline_armed = false;
+    Deadline deadline{Clock::time_point::max()};
   };
   struct ActivePointToPoint {
     std::unique_ptr<PointToPointCall> call;
@@ -133,6 +135,14 @@ class CommEngine final : public WorkDriver {
   // `lend`: the caller submitted and is about to wait; it keeps counting as a poller for the
   // spin budget if its collective on the segment is not done (collective_segment.h).
   void end_driving(bool lend = false);
+  // A driver counts as the completion queue's active poller (completions then wake no
+  // thread) from its first look at the queue on: a collective on the segment that ends
+  // sooner needs the queue not at all. drive_mu_ held.
+  void poll_cq_as_driver();
+  // What publishers on the segment read to decide whether to ring us (RankControl::
+  // ring_after); drive_mu_ held.
+  void ring_after(int64_t when);
+  Clock::time_point take_over_lent_poll();
   // The engine thread's sleep, on the completion queue and on the segment's bell.
   void sleep_until(Clock::time_point wake, uint32_t bell_seen);
   void post(std::unique_ptr<PointToPointCall> call);
@@ -202,7 +212,13 @@ class CommEngine final : public WorkDriver {
   std::unique_ptr<segment::CollectiveSegment> segment_;  // null: no "shm" algorithms
   segment::SegmentRun segment_run_;  // the active collective's, when it runs on the segment
   uint64_t next_round_ = 1;          // the segment's rounds, counted alike on every rank
-  bool poll_credit_ = false;  // a submitter's poller count is lent to the next driver
+  bool driving_ = false;     // a thread that will poll holds drive_mu_ (begin_driving)
+  bool polling_cq_ = false;  // and it counts as the queue's active poller
+  bool poll_credit_ = false;  // a submitter left its run to the wait it is about to begin
+  uint64_t credits_lent_ = 0;                     // how many times, so far
+  uint64_t credit_seen_ = 0;                      // the engine thread saw the last one
+  Clock::time_point credit_seen_at_{};            // at this time
+  std::atomic<bool> background_{false};  // a Work wants a callback: nobody will wait for it
   uint32_t passes_ = 0;       // run_available passes, to poll the queue now and then
   std::vector<char> control_buf_;
   bool last_control_recv_ = false;  // posted after every member had gone (drive_mu_)

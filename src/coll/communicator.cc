@@ -200,9 +200,12 @@ void CommunicatorImpl::check_buffer(const void* p, size_t elems, const char* wha
                         {.rank = rank(), .op = op});
 }
 
-CollArgs CommunicatorImpl::base_args(CollOp op, DataType dtype, ReduceOp redop, int root,
-                                     size_t count) const {
-  CollArgs args;
+CommunicatorImpl::Call CommunicatorImpl::begin_call(CollOp op, DataType dtype, ReduceOp redop,
+                                                    int root, size_t count) {
+  // The engine's last finished call, filled in afresh: its vectors keep their capacity, so
+  // a loop of calls allocates nothing here.
+  std::unique_ptr<CollectiveCall> call = engine_->new_call();
+  CollArgs& args = call->args;
   args.op = op;
   args.rank = rank();
   args.size = size();
@@ -212,10 +215,16 @@ CollArgs CommunicatorImpl::base_args(CollOp op, DataType dtype, ReduceOp redop, 
   args.redop = redop;
   args.root = root;
   args.count = count;
+  args.counts.clear();
+  args.displs.clear();
+  args.send_counts.clear();
+  args.send_displs.clear();
+  args.in_place = false;
+  args.chunk_count = 0;
   args.ps_roots = config_.ps_roots;
   args.host_of = host_of_;
   args.segment_slot_bytes = segment_slot_bytes_;
-  return args;
+  return Call{std::move(call), args};
 }
 
 // Work::algorithm() hands out a reference: one string per algorithm, made once.
@@ -270,7 +279,7 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;
   c.args.chunk_count = std::max<size_t>(1, chunk_bytes / elem);
 
-  std::unique_ptr<CollectiveCall> call = engine_->new_call();
+  std::unique_ptr<CollectiveCall> call = std::move(c.call);
   call->timeout = timeout_for(opts);
   // Stand-ins for buffers this rank need not supply (non-roots' reduce output, ...).
   size_t temp_bytes = 0;
@@ -289,7 +298,6 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   call->output = c.output ? c.output : stand_in(c.output_elems);
   call->avg_data = c.avg_data;
   call->avg_count = c.avg_count;
-  call->args = std::move(c.args);
 
   // Held through submit(): sequence numbers follow issue order.
   std::lock_guard lock(mu_);
@@ -297,7 +305,7 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   call->algorithm = selection.info;
   call->seq = seq_++;
   size_t total = call->args.count * elem;
-  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(work_blocks_), 
+  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(),
       WorkLabel{.op = to_string(call->args.op), .seq = static_cast<int64_t>(call->seq), .bytes = total},
       wait_limit(call->timeout),
       rank(),
@@ -331,7 +339,7 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
   call->peer = peer;
   call->tag = tag;
   call->timeout = timeout_for(opts);
-  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(work_blocks_), 
+  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(),
       WorkLabel{.op = "send", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
       rank());
@@ -354,7 +362,7 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   call->peer = peer;
   call->tag = tag;
   call->timeout = timeout_for(opts);
-  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(work_blocks_), 
+  call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(),
       WorkLabel{.op = "recv", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
       rank());

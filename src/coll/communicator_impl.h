@@ -63,7 +63,8 @@ class CommunicatorImpl : public Communicator {
  private:
   // Everything about one call that the per-op methods fill in.
   struct Call {
-    CollArgs args;
+    std::unique_ptr<CollectiveCall> call;  // what enqueue() submits
+    CollArgs& args;                        // call->args
     const void* input = nullptr;
     void* output = nullptr;
     size_t input_elems = 0;   // for a stand-in when the caller passed no input buffer
@@ -71,8 +72,9 @@ class CommunicatorImpl : public Communicator {
     void* avg_data = nullptr;  // set by ops whose kAvg result must be divided
     size_t avg_count = 0;
   };
-  CollArgs base_args(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count) const;
-  WorkPtr enqueue(Call&& call, const CallOptions& opts);  // takes call.args
+  // A call of this shape, its arguments filled in with the communicator's.
+  Call begin_call(CollOp op, DataType dtype, ReduceOp redop, int root, size_t count);
+  WorkPtr enqueue(Call&& call, const CallOptions& opts);
   const Selection& select(const CollArgs& args, const std::string& choice);  // mu_ held
   void check_root(int root, const char* op) const;
   // count * times elements of dtype; throws kInvalidUsage when their byte size overflows (a
@@ -95,8 +97,6 @@ class CommunicatorImpl : public Communicator {
   std::chrono::milliseconds timeout_;
   CostParams cost_;
   uint64_t segment_slot_bytes_ = 0;  // nonzero: the engine has a collective segment
-  // Where Works come from: the last ones' memory, reused (block_cache.h).
-  std::shared_ptr<BlockCache> work_blocks_ = std::make_shared<BlockCache>();
   std::mutex mu_;  // orders calls: sequence numbers follow issue order
   uint64_t seq_ = 0;
   std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged

@@ -21,20 +21,23 @@ bool WorkImpl::test() {
 }
 
 void WorkImpl::wait(std::chrono::milliseconds timeout) {
-  // Done already (often, for a small collective): error_ was set before done_flag_.
+  // Done already (often, for a small collective): error_ was set before kDone.
   if (done()) {
     if (error_) throw *error_;
     return;
   }
   // Bounded so that a huge timeout cannot overflow the clock.
-  const auto until = Clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
-  if (!done()) {
-    if (auto driver = driver_.lock()) driver->drive(*this, until);
+  const auto limit = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
+  Clock::time_point until{};
+  if (auto driver = driver_.lock()) until = driver->drive(*this, limit);
+  if (done()) {
+    if (error_) throw *error_;
+    return;
   }
+  if (until == Clock::time_point{}) until = Clock::now() + limit;
   std::unique_lock lock(mu_);
-  ++sleepers_;
-  const bool finished = cv_.wait_until(lock, until, [&] { return done_; });
-  --sleepers_;
+  state_.fetch_or(kWatched, std::memory_order_acq_rel);
+  const bool finished = cv_.wait_until(lock, until, [&] { return done(); });
   if (!finished) {
     throw timeout_error("Timed out after " + std::to_string(timeout.count()) +
                             " ms waiting for " + description() +
@@ -45,25 +48,21 @@ void WorkImpl::wait(std::chrono::milliseconds timeout) {
   if (error_) throw *error_;
 }
 
+// The outcome is readable once done() says so; before, it is the defaults.
 std::shared_ptr<const Error> WorkImpl::error() const {
-  std::lock_guard lock(mu_);
-  return error_;
+  return done() ? error_ : nullptr;
 }
 
-int WorkImpl::source() const {
-  std::lock_guard lock(mu_);
-  return source_;
-}
+int WorkImpl::source() const { return done() ? source_ : -1; }
 
-size_t WorkImpl::bytes() const {
-  std::lock_guard lock(mu_);
-  return bytes_;
-}
+size_t WorkImpl::bytes() const { return done() ? bytes_ : 0; }
 
 void WorkImpl::on_complete(std::function<void()> callback) {
   {
     std::lock_guard lock(mu_);
-    if (!done_) {
+    // finish() sees the mark and takes the lock, so it finds the callback we add below;
+    // or it has marked the Work done already, and we run the callback now.
+    if ((state_.fetch_or(kWatched, std::memory_order_acq_rel) & kDone) == 0) {
       callbacks_.push_back(std::move(callback));
       if (auto driver = driver_.lock()) driver->drive_in_background();
       return;
@@ -73,21 +72,19 @@ void WorkImpl::on_complete(std::function<void()> callback) {
 }
 
 void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t bytes) {
+  if (done()) return;
+  error_ = std::move(error);
+  source_ = source;
+  bytes_ = bytes;
+  if ((state_.fetch_or(kDone, std::memory_order_acq_rel) & kWatched) == 0) return;
   std::vector<std::function<void()>> callbacks;
-  bool wake = false;
   {
+    // A sleeper is in cv_.wait (the lock is free only then) or sees kDone before it sleeps;
+    // a callback registered after this sees kDone and runs at once.
     std::lock_guard lock(mu_);
-    if (done_) return;
-    done_ = true;
-    error_ = std::move(error);
-    source_ = source;
-    bytes_ = bytes;
-    done_flag_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
-    // A waiter that counts itself after this saw done_ under the lock and will not sleep.
-    wake = sleepers_ > 0;
   }
-  if (wake) cv_.notify_all();
+  cv_.notify_all();
   // Outside the lock: a callback may read the outcome (error(), source()).
   for (auto& callback : callbacks) callback();
 }

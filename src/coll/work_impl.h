@@ -26,8 +26,9 @@ class WorkDriver {
  public:
   virtual ~WorkDriver() = default;
   // Runs the engine in the calling thread until `work` is done, the wait policy's spin
-  // budget is spent or `until` passes, whichever is first. May return at once (block policy).
-  virtual void drive(const WorkImpl& work, Clock::time_point until) = 0;
+  // budget is spent or `limit` has passed, whichever is first. May return at once (block
+  // policy). Returns the time at which `limit` runs out, or {} if it never read the clock.
+  virtual Clock::time_point drive(const WorkImpl& work, std::chrono::milliseconds limit) = 0;
   // One non-blocking pass, if nobody else is driving.
   virtual void drive_once() = 0;
   // Nobody may wait for `work` (a callback consumes it): the engine's own thread must take
@@ -68,11 +69,12 @@ class WorkImpl : public Work {
   const std::string& algorithm() const override { return *algorithm_; }
   void on_complete(std::function<void()> callback) override;
 
-  // Engine side. The first call wins; later ones are ignored.
+  // Engine side. The first call wins; later ones are ignored. Calls never overlap: they come
+  // from the thread driving the engine, or before the Work is handed out.
   void finish(std::shared_ptr<const Error> error, int source = -1, size_t bytes = 0);
   std::string description() const { return label_.describe(); }
   // Lock-free "finished yet?" for drivers' loops.
-  bool done() const { return done_flag_.load(std::memory_order_acquire); }
+  bool done() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
   void set_driver(std::weak_ptr<WorkDriver> driver) { driver_ = std::move(driver); }
 
  private:
@@ -82,13 +84,13 @@ class WorkImpl : public Work {
   const std::chrono::milliseconds default_timeout_;
   const int rank_;
   std::weak_ptr<WorkDriver> driver_;
-  std::atomic<bool> done_flag_{false};
+  // kDone: the outcome below is final (written before the flag, read after it). kWatched: a
+  // thread sleeps on cv_ or a callback waits in callbacks_ (set under mu_), so finish()
+  // takes mu_; a Work nobody waits on, a small collective's as a rule, never locks.
+  static constexpr uint32_t kDone = 1, kWatched = 2;
+  std::atomic<uint32_t> state_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  // Threads asleep on cv_ (counted under mu_): finish() notifies only when there are any,
-  // which a small collective's caller, polling, never is.
-  int sleepers_ = 0;
-  bool done_ = false;
   std::shared_ptr<const Error> error_;
   int source_ = -1;
   size_t bytes_ = 0;

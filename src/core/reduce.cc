@@ -3,6 +3,7 @@
 // table each (reduce_table.h).
 #include "core/reduce.h"
 
+#include <cstring>
 #include <string>
 
 #if defined(__x86_64__)
@@ -149,12 +150,46 @@ IsaLevel active_isa_level() {
   return level;
 }
 
+namespace {
+
+// A few elements summed in place of the table's kernel, whose dispatch (type, op, ISA,
+// checks) costs more than the sum itself: an 8-byte allreduce is mostly such a call.
+// Elementwise like the kernels, so the results are theirs bit for bit (integers wrap).
+constexpr size_t kTinyCount = 8;
+
+template <typename T, typename Wide = T>
+void sum_tiny(void* dst, const void* a, const void* b, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    T x, y;
+    std::memcpy(&x, static_cast<const char*>(a) + i * sizeof(T), sizeof(T));
+    std::memcpy(&y, static_cast<const char*>(b) + i * sizeof(T), sizeof(T));
+    const T r = static_cast<T>(static_cast<Wide>(x) + static_cast<Wide>(y));
+    std::memcpy(static_cast<char*>(dst) + i * sizeof(T), &r, sizeof(T));
+  }
+}
+
+bool reduce_tiny(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b,
+                 size_t count) {
+  if (op != ReduceOp::kSum || count == 0 || count > kTinyCount || !dst || !a || !b) return false;
+  switch (dtype) {
+    case DataType::kF32: sum_tiny<float>(dst, a, b, count); return true;
+    case DataType::kF64: sum_tiny<double>(dst, a, b, count); return true;
+    case DataType::kI32: sum_tiny<uint32_t>(dst, a, b, count); return true;
+    case DataType::kI64: sum_tiny<uint64_t>(dst, a, b, count); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 void reduce_into(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b,
                  size_t count) {
+  if (reduce_tiny(dtype, op, dst, a, b, count)) return;
   run_combine(active_kernels(), dtype, op, dst, a, b, count, "reduce");
 }
 
 void reduce_inplace(DataType dtype, ReduceOp op, void* dst, const void* src, size_t count) {
+  if (reduce_tiny(dtype, op, dst, dst, src, count)) return;
   run_combine(active_kernels(), dtype, op, dst, dst, src, count, "reduce");
 }
 

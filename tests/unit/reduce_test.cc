@@ -407,6 +407,35 @@ TEST(ReduceDispatch, PublicEntryPointsMatchTheActiveLevel) {
   EXPECT_EQ(want, a);
 }
 
+// A few elements are summed without the kernel table (an 8-byte allreduce is mostly that
+// call): the results must be the kernels' bit for bit, special values and wrapping included.
+TEST(ReduceDispatch, TinyCountsMatchTheKernels) {
+  for (DataType dtype : kAllDataTypes) {
+    for (size_t count = 1; count <= 9; ++count) {
+      auto a = random_values(dtype, count, 11 + static_cast<int>(count), true);
+      auto b = random_values(dtype, count, 23 + static_cast<int>(count), true);
+      std::vector<uint8_t> want(a.size()), got(a.size());
+      reduce_into_isa(IsaLevel::kBaseline, dtype, ReduceOp::kSum, want.data(), a.data(),
+                      b.data(), count);
+      reduce_into(dtype, ReduceOp::kSum, got.data(), a.data(), b.data(), count);
+      EXPECT_EQ(want, got) << to_string(dtype) << " x" << count;
+      reduce_inplace(dtype, ReduceOp::kSum, a.data(), b.data(), count);
+      EXPECT_EQ(want, a) << to_string(dtype) << " x" << count << " in place";
+    }
+  }
+  const float fa[3] = {std::numeric_limits<float>::infinity(), NAN, -0.0f};
+  const float fb[3] = {-std::numeric_limits<float>::infinity(), 1.0f, -0.0f};
+  float fw[3], fg[3];
+  reduce_into_isa(IsaLevel::kBaseline, DataType::kF32, ReduceOp::kSum, fw, fa, fb, 3);
+  reduce_into(DataType::kF32, ReduceOp::kSum, fg, fa, fb, 3);
+  EXPECT_EQ(0, std::memcmp(fw, fg, sizeof fw));
+  const int64_t ia[2] = {INT64_MAX, INT64_MIN}, ib[2] = {1, -1};
+  int64_t ig[2];
+  reduce_into(DataType::kI64, ReduceOp::kSum, ig, ia, ib, 2);
+  EXPECT_EQ(ig[0], INT64_MIN);
+  EXPECT_EQ(ig[1], INT64_MAX);
+}
+
 TEST(ReduceDispatch, BadArgumentsThrowInvalidUsage) {
   float x[4] = {};
   auto expect_invalid = [](auto&& call, const char* needle) {

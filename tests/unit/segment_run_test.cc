@@ -274,18 +274,16 @@ TEST(CollectiveSegment, AFlagRingsTheSleepersItCanUnblock) {
   EXPECT_FALSE(rings(6, 5, Waiters::kReuse));
   EXPECT_FALSE(rings(5, 5, Waiters::kReuse));
   EXPECT_FALSE(rings(kNoRound, 5, Waiters::kReuse));
-  // A thread of the rank polls: on lent time until its grace ends, for real (kPolling) until
-  // it stops. A driver whose grace was an old one was rung on every flag.
-  peer.pollers.store(1);
-  peer.grace_until.store(kPolling);
+  // The rank asks not to be rung while a thread of it polls, and on lent time until the
+  // grace ends. A driver whose grace was an old one was rung on every flag.
+  peer.ring_after.store(kRingNever);
   EXPECT_FALSE(rings(5, 5, Waiters::kSameRound));
-  peer.grace_until.store(Clock::now().time_since_epoch().count() + 60'000'000'000);
+  peer.ring_after.store(Clock::now().time_since_epoch().count() + 60'000'000'000);
   EXPECT_FALSE(rings(5, 5, Waiters::kSameRound));
-  peer.grace_until.store(Clock::now().time_since_epoch().count() - 1);
+  peer.ring_after.store(Clock::now().time_since_epoch().count() - 1);
   EXPECT_TRUE(rings(5, 5, Waiters::kSameRound));
-  peer.pollers.store(0);
-  peer.grace_until.store(kPolling);
-  EXPECT_TRUE(rings(5, 5, Waiters::kSameRound));  // nobody polls, whatever the grace says
+  peer.ring_after.store(kRingNow);
+  EXPECT_TRUE(rings(5, 5, Waiters::kSameRound));  // nobody polls
   peer.sleeping.store(0);
   EXPECT_FALSE(rings(5, 5, Waiters::kSameRound));  // awake: it polls
 }

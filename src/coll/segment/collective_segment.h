@@ -11,7 +11,7 @@
 //                        slot bytes, a random tag that the creator also publishes in the store
 //   RankControl[ranks]   per rank, three cache lines: what it published (arrive, reduced and
 //                        the signature of each parity), what it has finished reading (done)
-//                        and whether its engine thread sleeps, and its doorbell
+//                        and the round it waits on, and how to wake it (doorbell)
 //   input[ranks][2]      per rank and round parity: its contribution to a round
 //   output[2]            per round parity: the shared result of a split reduction
 //
@@ -21,10 +21,13 @@
 // arrive >= R - 1).
 //
 // Waking: a rank's engine thread may sleep on its doorbell (`bell`) when it has a round in
-// progress that nobody of its process is polling; whoever publishes a flag rings the bell of
-// every such rank (wake_sleepers()). While some thread of a rank polls (`pollers`), nobody
-// rings it: the steady state of a loop of collectives makes no system call. A call's
-// submitter counts as a poller until it waits, for a grace period (`grace_until`).
+// progress; whoever publishes a flag rings the bell of every rank that sleeps, waits for that
+// flag, and asks to be rung (`ring_after`, wake_sleepers()). While some thread of a rank
+// polls, the rank asks not to be rung: the steady state of a loop of collectives makes no
+// system call, and the words a publisher reads stay unwritten (no cache line moves between
+// cores for them). A call's submitter that leaves before its collective is done is about to
+// wait, and poll: it asks not to be rung for a grace period, or not at all when nothing it
+// still owes its peers can be held up (the last round, its share published).
 #pragma once
 
 #include <atomic>
@@ -39,12 +42,13 @@
 
 namespace plait::coll::segment {
 
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kTagSize = 16;
 // No round is in progress on a rank (RankControl::active_round).
 inline constexpr uint64_t kNoRound = UINT64_MAX;
-// RankControl::grace_until while a thread of the rank drives its engine (not on lent time).
-inline constexpr int64_t kPolling = INT64_MAX;
+// RankControl::ring_after: ring now (nobody of the rank polls), and never (a thread polls).
+inline constexpr int64_t kRingNow = 0;
+inline constexpr int64_t kRingNever = INT64_MAX;
 
 struct Header {
   std::atomic<uint64_t> magic{0};  // transport::shm::kCollectiveSegmentMagic, written last
@@ -64,20 +68,18 @@ struct RankControl {
   alignas(64) std::atomic<uint64_t> arrive{0};
   std::atomic<uint64_t> reduced{0};
   std::atomic<uint64_t> signature[2] = {};
-  // Written by the rank: the last round whose shared buffers it has finished reading; the
-  // round it waits on (kNoRound: none); whether its engine thread sleeps on `bell`; how many
-  // of its threads poll.
+  // Written by the rank: the last round whose shared buffers it has finished reading, and the
+  // round it waits on (kNoRound: none).
   alignas(64) std::atomic<uint64_t> done{0};
   std::atomic<uint64_t> active_round{kNoRound};
-  std::atomic<uint32_t> sleeping{0};
-  std::atomic<uint32_t> pollers{0};
-  // A submitting thread that leaves with its round unfinished keeps counting as a poller
-  // until this steady-clock time (ns): it is about to wait, and will poll. Past it, peers ring
-  // the engine thread after all (the caller did not wait: an asynchronous call). kPolling
-  // while a thread drives.
-  std::atomic<int64_t> grace_until{0};
-  // Written by the other ranks: bumped to wake this rank's sleeping engine thread (a futex).
-  alignas(64) std::atomic<uint32_t> bell{0};
+  // Who wakes the rank's engine thread. Written by the rank only when that changes (its
+  // engine thread goes to sleep or wakes; a thread starts or stops polling with a round in
+  // progress), so publishers read them from their own cache in a loop of collectives.
+  // `ring_after`: kRingNow, kRingNever, or the steady-clock time (ns) at which a submitter's
+  // grace as a poller ends. `bell`: bumped by the others to wake the thread (a futex).
+  alignas(64) std::atomic<uint32_t> sleeping{0};
+  std::atomic<uint32_t> bell{0};
+  std::atomic<int64_t> ring_after{kRingNow};
 };
 static_assert(sizeof(RankControl) == 192);
 

@@ -57,6 +57,12 @@ bool SegmentRun::splits(const CollArgs& args, size_t chunk_bytes, uint64_t slot_
          chunk_bytes > std::min<size_t>(kDirectBytes, slot_bytes / 2);
 }
 
+bool SegmentRun::owes_peers() const {
+  if (done()) return false;
+  if (index_ + 1 < rounds_ || phase_ == Phase::kClaim) return true;
+  return phase_ == Phase::kGather && split();  // `reduced` comes after the gather
+}
+
 bool SegmentRun::split() const { return splits(*args_, count_ * elem_, seg_->slot_bytes()); }
 
 void SegmentRun::begin_round() {
@@ -64,7 +70,14 @@ void SegmentRun::begin_round() {
   count_ = args_->op == CollOp::kBarrier ? 0 : std::min(chunk_elems(), args_->count - std::min(args_->count, offset_));
   phase_ = Phase::kClaim;
   next_ = 0;
-  seg_->own().active_round.store(first_round_ + index_, std::memory_order_seq_cst);
+  // Publishers read it to decide whether to ring us, after their flag: a rank they may ring
+  // must order it before its own loads of their flags (a full fence). A rank that asks
+  // never to be rung fences when it stops asking (CommEngine::end_driving).
+  RankControl& own = seg_->own();
+  own.active_round.store(first_round_ + index_,
+                         own.ring_after.load(std::memory_order_relaxed) == kRingNever
+                             ? std::memory_order_release
+                             : std::memory_order_seq_cst);
 }
 
 bool SegmentRun::progress() {
@@ -240,7 +253,8 @@ void SegmentRun::finish_round() {
   if (++index_ < rounds_) return begin_round();
   finished_ = true;
   phase_ = Phase::kFinished;
-  seg_->own().active_round.store(kNoRound, std::memory_order_seq_cst);
+  // No fence: a publisher that reads the old round rings us for nothing, once.
+  seg_->own().active_round.store(kNoRound, std::memory_order_release);
 }
 
 void SegmentRun::publish(std::atomic<uint64_t>& flag, CollectiveSegment::Waiters waiters) {

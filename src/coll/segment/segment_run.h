@@ -58,6 +58,10 @@ class SegmentRun {
   // collective segment)".
   std::string waiting_for() const;
   int first_waited_peer() const { return blocked_on_; }
+  // Whether a peer may still be waiting for a flag of this rank's run: a later round, or
+  // this one's arrive or share of a split reduction not published yet. A run that owes
+  // nothing finishes in whichever thread looks next, however late, and holds nobody up.
+  bool owes_peers() const;
 
   // How many rounds a call of this shape takes, with slots of `slot_bytes`.
   static uint64_t rounds_for(const CollArgs& args, uint64_t slot_bytes);
