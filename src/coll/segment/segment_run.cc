@@ -23,11 +23,15 @@ size_t per_round(const CollArgs& args, uint64_t slot_bytes) {
                                            : per;
 }
 
+// Rounds of `chunk` elements each (a barrier carries none, in one round).
+uint64_t rounds_of(const CollArgs& args, size_t chunk) {
+  return args.op == CollOp::kBarrier ? 1 : std::max<uint64_t>(1, ceil_div(args.count, chunk));
+}
+
 }  // namespace
 
 uint64_t SegmentRun::rounds_for(const CollArgs& args, uint64_t slot_bytes) {
-  if (args.op == CollOp::kBarrier) return 1;
-  return std::max<uint64_t>(1, ceil_div(args.count, per_round(args, slot_bytes)));
+  return rounds_of(args, per_round(args, slot_bytes));
 }
 
 void SegmentRun::start(CollectiveSegment* seg, const CollArgs& args, void* input, void* output,
@@ -42,15 +46,14 @@ void SegmentRun::start(CollectiveSegment* seg, const CollArgs& args, void* input
   signature_ = signature.pack();
   health_ = health;
   first_round_ = first_round;
-  rounds_ = rounds_for(args, seg->slot_bytes());
+  chunk_ = per_round(args, seg->slot_bytes());
+  rounds_ = rounds_of(args, chunk_);
   index_ = 0;
   finished_ = false;
   error_.reset();
   blocked_on_ = -1;
   begin_round();
 }
-
-size_t SegmentRun::chunk_elems() const { return per_round(*args_, seg_->slot_bytes()); }
 
 bool SegmentRun::splits(const CollArgs& args, size_t chunk_bytes, uint64_t slot_bytes) {
   return (args.op == CollOp::kAllreduce || args.op == CollOp::kReduce) && args.size > 2 &&
@@ -66,8 +69,8 @@ bool SegmentRun::owes_peers() const {
 bool SegmentRun::split() const { return splits(*args_, count_ * elem_, seg_->slot_bytes()); }
 
 void SegmentRun::begin_round() {
-  offset_ = static_cast<size_t>(index_) * chunk_elems();
-  count_ = args_->op == CollOp::kBarrier ? 0 : std::min(chunk_elems(), args_->count - std::min(args_->count, offset_));
+  offset_ = static_cast<size_t>(index_) * chunk_;
+  count_ = args_->op == CollOp::kBarrier ? 0 : std::min(chunk_, args_->count - std::min(args_->count, offset_));
   phase_ = Phase::kClaim;
   next_ = 0;
   // Publishers read it to decide whether to ring us, after their flag: a rank they may ring
@@ -146,7 +149,7 @@ void SegmentRun::note_blocked(int rank) {
   const int fabric_rank = (*health_.fabric_rank)[static_cast<size_t>(rank)];
   if (!health_.fabric->peer_failed(fabric_rank)) return;
   fail(remote_error("rank " + std::to_string(rank) + " failed while this rank waited for it to " +
-                        blocked_what_ + " " + waiting_round() + ": " +
+                        std::string(blocked_what_) + " " + waiting_round() + ": " +
                         health_.fabric->peer_failure(fabric_rank),
                     {.rank = args_->rank, .peer = rank}));
 }

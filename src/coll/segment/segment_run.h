@@ -87,7 +87,7 @@ class SegmentRun {
   std::string waiting_round() const;
 
   // Elements one round carries (per block for reduce_scatter).
-  size_t chunk_elems() const;
+  size_t chunk_elems() const { return chunk_; }
   // This round reduces in parts (one per rank) rather than every rank reducing it all.
   bool split() const;
 
@@ -103,13 +103,14 @@ class SegmentRun {
 
   uint64_t first_round_ = 0;
   uint64_t rounds_ = 0;
+  size_t chunk_ = 0;    // elements a round carries (per block for reduce_scatter)
   uint64_t index_ = 0;  // the round in progress, 0-based
   size_t offset_ = 0;   // its first element (per block for allgather / reduce_scatter)
   size_t count_ = 0;    // its element count
   Phase phase_ = Phase::kFinished;
   int next_ = 0;          // first rank whose flag the current wait has not seen yet
   int blocked_on_ = -1;   // the rank the last wait stopped at
-  std::string blocked_what_ = "arrive";
+  const char* blocked_what_ = "arrive at";  // a static text: set on every blocked poll
   bool finished_ = true;
   std::shared_ptr<const Error> error_;
   // The last round in which this rank saw every rank arrive; kept from one collective to
