@@ -18,7 +18,7 @@ namespace {
 // Registry settings read elsewhere than a communicator's Config: the logger reads PLAIT_LOG
 // once per process, and the launcher and the store server exist before any communicator. In
 // CommunicatorOptions::settings they would do nothing, so they are refused.
-constexpr std::string_view kNotPerCommunicator[] = {"PLAIT_LOG", "PLAIT_RUN_GRACE_S",
+constexpr std::string_view kNotPerCommunicator[] = {"PLAIT_LOG", "PLAIT_RUN_GRACE_S", "PLAIT_BIND",
                                                     "PLAIT_STORE_MAX_HANDSHAKES"};
 
 // The environment's PLAIT_* variables with `settings` laid over them, read by the one registry,

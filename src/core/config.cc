@@ -324,6 +324,14 @@ std::vector<SettingRow> make_rows() {
          std::snprintf(text, sizeof text, "%g", c.run_grace.count() / 1000.0);
          return std::string(text);
        }},
+      {{"PLAIT_BIND", "auto|core|none", "auto",
+        "plait run: bind rank i to the i-th CPU it may use (core), or only when there are at "
+        "least as many CPUs as ranks (auto), or not (none)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         if (v != "auto" && v != "core" && v != "none") reject(n, v, "auto, core or none");
+         c.run_bind = v;
+       },
+       [](const Config& c, const std::string&) { return c.run_bind; }},
   };
   for (std::string_view op : kAlgoOps) {
     rows.push_back({{std::string(kAlgoPrefix) + upper(op), enum_type(kAlgoNames), "auto",

@@ -3,6 +3,7 @@
 // very binary in a child mode (PLAIT_TEST_CHILD, see support/job.h), so a rank can use the store.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -325,6 +326,70 @@ TEST_P(LauncherEnvTest, EveryRankGetsItsEnvironmentAndItsPrefix) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LauncherEnvTest, ::testing::Values(1, 4));
+
+// This process's Cpus_allowed_list (the launcher inherits it), and its CPUs one by one.
+std::string own_cpu_list() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find_first_not_of(" \t", 18));
+  return "";
+}
+
+std::vector<int> own_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof mask, &mask) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  return cpus;
+}
+
+// Each rank's Cpus_allowed_list, by rank.
+std::map<int, std::string> rank_cpu_lists(const std::vector<std::string>& args,
+                                          const std::map<std::string, std::string>& env = {}) {
+  std::vector<std::string> all = args;
+  for (const char* word : {"--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status"})
+    all.emplace_back(word);
+  Result r = run_plait(all, env);
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::map<int, std::string> lists;
+  std::regex line(R"(\[(\d+)\] Cpus_allowed_list:\s*(\S+))");
+  std::istringstream lines(r.out);
+  for (std::string text; std::getline(lines, text);) {
+    std::smatch m;
+    if (std::regex_match(text, m, line)) lists[std::stoi(m[1])] = m[2];
+  }
+  return lists;
+}
+
+// Like mpirun: one rank per CPU while there are enough CPUs (each rank keeps its caches and
+// its spinning never lands on a peer's CPU), round robin when asked, and never when told not to.
+TEST(Launcher, BindsRanksToCpus) {
+  const std::vector<int> cpus = own_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const int k = static_cast<int>(cpus.size());
+  const std::string everything = own_cpu_list();
+
+  auto bound = rank_cpu_lists({"-n", std::to_string(k)});
+  ASSERT_EQ(bound.size(), static_cast<size_t>(k));
+  for (int r = 0; r < k; ++r) EXPECT_EQ(bound[r], std::to_string(cpus[r])) << "rank " << r;
+
+  auto round_robin = rank_cpu_lists({"-n", std::to_string(k + 1), "--bind", "core"});
+  ASSERT_EQ(round_robin.size(), static_cast<size_t>(k + 1));
+  for (int r = 0; r <= k; ++r) EXPECT_EQ(round_robin[r], std::to_string(cpus[r % k])) << "rank " << r;
+
+  // auto: more ranks than CPUs are left to the scheduler; so is everything under none.
+  for (const auto& lists : {rank_cpu_lists({"-n", std::to_string(k + 1)}),
+                            rank_cpu_lists({"-n", "2"}, {{"PLAIT_BIND", "none"}}),
+                            rank_cpu_lists({"-n", "2", "--bind=none"})})
+    for (const auto& [rank, list] : lists) EXPECT_EQ(list, everything) << "rank " << rank;
+
+  Result bad = run_plait({"-n", "2", "--bind", "socket", "true"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--bind takes auto, core or none"), std::string::npos) << bad.err;
+}
 
 TEST(Launcher, StdoutAndStderrAreRelayedSeparatelyAndStdinIsEmpty) {
   Result r = run_plait(

@@ -102,7 +102,7 @@ TEST(CommunicatorSettings, ABadValueIsRefusedWithTheAcceptedOnes) {
 }
 
 TEST(CommunicatorSettings, ProcessWideSettingsAreRefused) {
-  for (const char* name : {"PLAIT_LOG", "PLAIT_RUN_GRACE_S", "PLAIT_STORE_MAX_HANDSHAKES"}) {
+  for (const char* name : {"PLAIT_LOG", "PLAIT_RUN_GRACE_S", "PLAIT_BIND", "PLAIT_STORE_MAX_HANDSHAKES"}) {
     EXPECT_EQ(refusal({{name, "1"}}),
               std::string("rank 0: create communicator: CommunicatorOptions::settings: ") + name +
                   " applies to the whole process or the launcher, not to one communicator; set "

@@ -66,10 +66,10 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS",
         "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
-        "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT"}) {
+        "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 33u);
+  EXPECT_EQ(settings().size(), 34u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {

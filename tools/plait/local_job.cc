@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -116,10 +117,11 @@ LocalJob::~LocalJob() {
 
 void LocalJob::start(const JobIdentity& identity, int stdin_fd) {
   const std::vector<std::string> inherited = current_environment();
+  const std::vector<int> cpu = plan_binding(options_.bind, options_.nranks);
   ranks_.reserve(static_cast<size_t>(options_.nranks));
   for (int r = 0; r < options_.nranks; ++r) {
-    SpawnedRank spawned =
-        spawn_rank(options_.command, rank_environment(inherited, identity, r), stdin_fd, signals_);
+    SpawnedRank spawned = spawn_rank(options_.command, rank_environment(inherited, identity, r),
+                                     stdin_fd, signals_, cpu[static_cast<size_t>(r)]);
     if (spawned.exec_errno != 0) {
       exit_status_ = spawned.exec_errno == ENOENT ? kExitCommandNotFound : kExitCannotExecute;
       std::string text =
@@ -348,6 +350,23 @@ std::chrono::milliseconds parse_seconds(const std::string& text, const std::stri
 }
 
 std::chrono::milliseconds grace_from_env() { return Config::from_env().run_grace; }
+
+std::string bind_from_env() { return Config::from_env().run_bind; }
+
+std::vector<int> plan_binding(const std::string& bind, int nranks) {
+  std::vector<int> cpu(static_cast<size_t>(std::max(nranks, 0)), -1);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (bind == "none" || ::sched_getaffinity(0, sizeof mask, &mask) != 0) return cpu;
+  std::vector<int> usable;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) usable.push_back(c);
+  // Oversubscribed: ranks that share a CPU wait for each other's time slices, where the
+  // scheduler could have moved one to a CPU that just went idle.
+  if (usable.empty() || (bind == "auto" && usable.size() < cpu.size())) return cpu;
+  for (size_t r = 0; r < cpu.size(); ++r) cpu[r] = usable[r % usable.size()];
+  return cpu;
+}
 
 int launch_local_job(int nranks, const std::vector<std::string>& command) {
   LocalJobOptions options;

@@ -26,7 +26,14 @@ struct LocalJobOptions {
   std::chrono::milliseconds grace = Config{}.run_grace;
   // Wall-clock limit of the whole job; zero means none.
   std::chrono::milliseconds timeout{0};
+  // CPU binding (PLAIT_BIND, --bind): "core" binds rank i to the i-th CPU the launcher may
+  // use (round robin), "auto" does so only when there are at least as many CPUs as ranks
+  // (as Open MPI binds to cores), "none" leaves the scheduler free.
+  std::string bind = Config{}.run_bind;
 };
+
+// The CPU each rank is bound to (-1: not bound), from the launcher's own affinity mask.
+std::vector<int> plan_binding(const std::string& bind, int nranks);
 
 // Runs the job to its end and returns its exit status: 0 when every rank exited 0, else the
 // first failing rank's status (128 + signal when it was killed), 128 + signal when the
@@ -42,5 +49,7 @@ int run_local_job(const LocalJobOptions& options);
 std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what);
 // PLAIT_RUN_GRACE_S, from the settings registry.
 std::chrono::milliseconds grace_from_env();
+// PLAIT_BIND, likewise.
+std::string bind_from_env();
 
 }  // namespace plait::cli

@@ -1,6 +1,7 @@
 #include "local_job_spawn.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -56,8 +57,11 @@ Pipe make_pipe() {
 // Runs in the child between fork and exec: async-signal-safe calls only, never returns.
 [[noreturn]] void exec_child(pid_t launcher, const std::vector<char*>& candidates,
                              char* const* argv, char* const* envp, int stdin_fd, int out_fd,
-                             int err_fd, int report_fd, const SignalPipe& signals) {
+                             int err_fd, int report_fd, const SignalPipe& signals,
+                             const cpu_set_t* cpu) {
   ::setpgid(0, 0);
+  // Best effort: a mask the kernel refuses (a CPU gone offline since) leaves the rank free.
+  if (cpu) ::sched_setaffinity(0, sizeof *cpu, cpu);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
   signals.reset_in_child();
@@ -116,7 +120,7 @@ int read_exec_errno(int fd) {
 
 SpawnedRank spawn_rank(const std::vector<std::string>& command,
                        const std::vector<std::string>& environment, int stdin_fd,
-                       const SignalPipe& signals) {
+                       const SignalPipe& signals, int cpu) {
   std::vector<std::string> candidate_paths = exec_candidates(command.empty() ? "" : command[0]);
   std::vector<char*> candidates = c_strings(candidate_paths);
   std::vector<char*> argv = c_strings(command);
@@ -125,6 +129,9 @@ SpawnedRank spawn_rank(const std::vector<std::string>& command,
   Pipe err = make_pipe();
   Pipe report = make_pipe();
   pid_t launcher = ::getpid();
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (cpu >= 0) CPU_SET(cpu, &mask);
 
   // Signals stay blocked across fork so that no handler of the launcher runs in the child
   // before the child has put the default dispositions back.
@@ -134,7 +141,7 @@ SpawnedRank spawn_rank(const std::vector<std::string>& command,
   pid_t pid = ::fork();
   if (pid == 0) {
     exec_child(launcher, candidates, argv.data(), envp.data(), stdin_fd, out.write_end.get(),
-               err.write_end.get(), report.write_end.get(), signals);
+               err.write_end.get(), report.write_end.get(), signals, cpu >= 0 ? &mask : nullptr);
   }
   int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);

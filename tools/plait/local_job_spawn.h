@@ -25,11 +25,12 @@ struct SpawnedRank {
 };
 
 // Starts `command` (argv[0] looked up in PATH like execvp) with exactly `environment`
-// ("KEY=value" entries). Throws plait::Error(kSystem) when pipes or fork fail; an exec failure
+// ("KEY=value" entries), bound to CPU `cpu` unless it is -1 (set before exec, so every thread
+// the rank starts inherits it). Throws plait::Error(kSystem) when pipes or fork fail; an exec failure
 // is not thrown but returned in exec_errno, because it is the command's fault, not plait's.
 SpawnedRank spawn_rank(const std::vector<std::string>& command,
                        const std::vector<std::string>& environment, int stdin_fd,
-                       const SignalPipe& signals);
+                       const SignalPipe& signals, int cpu = -1);
 
 // "SIGKILL" for 9.
 std::string signal_name(int sig);

@@ -14,7 +14,8 @@ namespace plait::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: plait run -n N [--timeout SECONDS] [--grace SECONDS] [--] command [args...]
+    R"(usage: plait run -n N [--timeout SECONDS] [--grace SECONDS] [--bind auto|core|none] [--]
+                 command [args...]
 
 Starts N ranks of `command` on this host with an embedded rendezvous store. Each rank gets
 torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
@@ -28,6 +29,9 @@ options:
   --timeout SECONDS    stop the job when it runs longer than this (exit status 124)
   --grace SECONDS      time between SIGTERM and SIGKILL when stopping ranks
                        (default 3, or PLAIT_RUN_GRACE_S)
+  --bind MODE          core: bind rank i to the i-th usable CPU; auto (default, or
+                       PLAIT_BIND): only when there are at least as many CPUs as ranks;
+                       none: do not bind
   -h, --help           show this text
 
 exit status: 0 when every rank exits 0; else the failing rank's status (128 + signal number
@@ -54,6 +58,7 @@ int parse_rank_count(const std::string& text) {
 RunArgs parse_run_args(int argc, char** argv) {
   RunArgs args;
   args.job.grace = grace_from_env();
+  args.job.bind = bind_from_env();
   std::optional<int> nranks;
   int i = 0;
   // Returns the value of option `name` given as "--name=value", "-nVALUE" or "name value".
@@ -93,6 +98,10 @@ RunArgs parse_run_args(int argc, char** argv) {
       if (args.job.timeout.count() == 0) throw invalid_usage("--timeout must be more than 0");
     } else if ((value = value_of(arg, "--grace"))) {
       args.job.grace = parse_seconds(*value, "--grace");
+    } else if ((value = value_of(arg, "--bind"))) {
+      if (*value != "auto" && *value != "core" && *value != "none")
+        throw invalid_usage("--bind takes auto, core or none, not '" + *value + "'");
+      args.job.bind = *value;
     } else {
       throw invalid_usage("unknown option '" + std::string(arg) + "'");
     }
