@@ -12,9 +12,11 @@ finished by wait() or is_completed(), and its Future, once asked for, completes 
 connections. Timeouts (the group's, or a call's) end with an error that says "Timed out".
 """
 
+import atexit as _atexit
+
 import torch.distributed as _dist
 
-from ._plait_torch import ProcessGroupPlait
+from ._plait_torch import ProcessGroupPlait, _wait_for_orphaned_completion_threads
 
 __all__ = ["ProcessGroupPlait", "create_process_group"]
 
@@ -43,3 +45,10 @@ def _create(options, pg_options=None):
 
 if "PLAIT" not in _dist.Backend._plugins:
     _dist.Backend.register_backend("plait", _create, extended_api=True)
+
+# A group destroyed in its own completion thread (a future callback held the last reference)
+# leaves that thread to finish the calls queued behind it on its own, and it still takes the
+# GIL to do so: the interpreter must not finalize before it is done (a thread that takes the
+# GIL then is killed, and the process aborts). Hooks run last registered first, so those of
+# the program, registered after this import, still run before this one.
+_atexit.register(_wait_for_orphaned_completion_threads)

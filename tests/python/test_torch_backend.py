@@ -119,6 +119,13 @@ def test_group_dropped_in_its_own_completion_thread(n):
     assert out.count("group_dropped_in_its_completion_thread ok") == n, out
 
 
+def test_orphaned_completion_thread_finishes_before_python_exits():
+    code, out = run_ranks(2, "orphan_outlives_main", script="torch_work_ranks.py")
+    assert code == 0, out
+    assert out.count("orphan_outlives_main ok") == 2, out
+    assert "the orphan finished its call after exit began" in out, out
+
+
 def test_wait_with_timeout_gives_up_while_another_thread_finishes():
     code, out = run_ranks(2, "wait_bounded", script="torch_work_ranks.py")
     assert code == 0, out

@@ -1,11 +1,14 @@
 """One rank of a torch.distributed job on the "plait" backend: the life of its Work objects.
 
 Run by test_torch_backend.py under `plait run -n N` (like torch_ranks.py): futures, calls that
-Python drops, groups dropped in their own completion thread, bounded waits.
+Python drops, groups dropped in their own completion thread (and that thread at exit), bounded
+waits.
 """
+import atexit
 import datetime
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -139,6 +142,49 @@ def group_dropped_in_its_completion_thread():
         time.sleep(0.01)
     assert results == [want] * (rounds * calls), results
     print(f"rank {me}: group_dropped_in_its_completion_thread ok", flush=True)
+
+
+def orphan_outlives_main():
+    """A group dropped in its own completion thread leaves the thread to finish the calls
+    queued behind it on its own, and they run Python: the process must not finalize before.
+
+    Rank 0's call has two future callbacks, run in order in the group's completion thread:
+    the first holds the last reference to the group, so the thread destroys the group and goes
+    on as an orphan; the second then waits until the main thread is exiting, and only then
+    takes the GIL back. Before the fix nothing waited for the orphan: it took the GIL while the
+    interpreter finalized, and Python ended it with pthread_exit, which aborted the process
+    ("terminate called without an active exception") or left its last line unprinted.
+    """
+    me = dist.get_rank()
+    default = dist.distributed_c10d._get_default_group()
+    pg = default.subgroup([0, 1], datetime.timedelta(seconds=60))
+    exiting = threading.Event()
+    atexit.register(exiting.set)  # runs before plait.torch's hook: hooks run last in, first out
+    if me == 0:
+        group_gone = threading.Event()
+
+        class Gone:
+            """Dropped right after the group it travels with: the group's destructor is over."""
+
+            def __del__(self):
+                group_gone.set()
+
+        def after_exit_began(f):
+            exiting.wait()
+            print(f"rank {me}: the orphan finished its call after exit began", flush=True)
+
+        # Rank 1 sends only once rank 0 has dropped its own reference: the call completes in
+        # the completion thread, never in this one.
+        future = pg.recv([torch.zeros(4)], 1, 0).get_future()
+        future.then(lambda f, keep=(Gone(), pg): None)
+        future.then(after_exit_began)
+        del pg, future
+        dist.barrier()
+        assert group_gone.wait(timeout=60), "the group was never destroyed"
+    else:
+        dist.barrier()
+        pg.send([torch.ones(4)], 0, 0).wait()
+    print(f"rank {me}: orphan_outlives_main ok", flush=True)
 
 
 def wait_bounded():

@@ -30,4 +30,8 @@ PYBIND11_MODULE(_plait_torch, m) {
              std::chrono::milliseconds timeout) { return self.subgroup(ranks, timeout); },
           py::arg("ranks"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &PlaitProcessGroup::timeout);
+  m.def("_wait_for_orphaned_completion_threads",
+        &plait::torch_backend::CompletionThread::wait_for_orphans,
+        "Waits for the completion threads of groups destroyed in them (see plait.torch).",
+        py::call_guard<py::gil_scoped_release>());
 }

@@ -8,6 +8,24 @@
 
 namespace plait::torch_backend {
 
+namespace {
+
+// The orphaned completion threads still running, process-wide because the interpreter they
+// must not outlive is. Never destroyed: an orphan may still be running when static objects
+// are destroyed at exit (a program that exits without finalizing Python).
+struct Orphans {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+};
+
+Orphans& orphans() {
+  static auto* const orphans = new Orphans;
+  return *orphans;
+}
+
+}  // namespace
+
 CompletionThread::CompletionThread()
     : state_(std::make_shared<State>()), thread_([state = state_] { run(state); }) {}
 
@@ -30,20 +48,33 @@ void CompletionThread::post(std::function<void()> job) {
 }
 
 void CompletionThread::stop() {
+  // The last reference may go in this very thread (a finished work's callback); the thread
+  // keeps its State, drains the queue and ends on its own.
+  const bool own_thread = thread_.get_id() == std::this_thread::get_id();
   {
     std::lock_guard lock(state_->mu);
     if (state_->stopping) return;
     state_->stopping = true;
+    if (own_thread) {
+      state_->orphaned = true;
+      std::lock_guard count(orphans().mu);
+      ++orphans().running;
+    }
   }
   state_->cv.notify_one();
-  if (thread_.joinable()) {
-    // The last reference may go in this very thread (a finished work's callback); the
-    // thread keeps its State, drains the queue and ends on its own.
-    if (thread_.get_id() == std::this_thread::get_id())
-      thread_.detach();
-    else
-      thread_.join();
-  }
+  if (own_thread)
+    thread_.detach();
+  else if (thread_.joinable())
+    thread_.join();
+}
+
+void CompletionThread::wait_for_orphans() {
+  // No deadline, as Python's own exit waits for its threads: an orphan only finishes calls
+  // that are already over (their copy-backs and future callbacks), and giving up early would
+  // bring back the abort.
+  Orphans& o = orphans();
+  std::unique_lock lock(o.mu);
+  o.cv.wait(lock, [&] { return o.running == 0; });
 }
 
 void CompletionThread::run(const std::shared_ptr<State>& state) {
@@ -52,7 +83,7 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
     // Idle until there is a call to finish or stop(), which always notifies: the thread's
     // rest state, which no caller waits on, so it needs no deadline.
     state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
-    if (state->queue.empty()) return;
+    if (state->queue.empty()) break;
     auto job = std::move(state->queue.front());
     state->queue.pop_front();
     lock.unlock();
@@ -60,6 +91,12 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
     job = nullptr;  // may destroy the CompletionThread object, never `state`
     lock.lock();
   }
+  if (!state->orphaned) return;
+  lock.unlock();
+  // Its last job is over: nothing left in this thread takes the GIL.
+  Orphans& o = orphans();
+  std::lock_guard count(o.mu);
+  if (--o.running == 0) o.cv.notify_all();
 }
 
 namespace {

@@ -51,8 +51,16 @@ class CompletionThread {
   // Runs `job` in this thread and drops it there (what it holds may be tensors, which must
   // not go in plait's engine thread); never blocks; after stop(), runs it in the caller's.
   void post(std::function<void()> job);
-  // Finishes what is queued and joins. Called by the process group's destructor.
+  // Finishes what is queued and joins. Called by the process group's destructor; called in
+  // this very thread (a future callback released the group), it cannot join: the thread is
+  // left an orphan that finishes the queue on its own.
   void stop();
+  // Blocks until every orphaned thread has finished its queue. Python's exit calls it, without
+  // the GIL, before the interpreter finalizes (plait.torch registers it with atexit): an
+  // orphan still runs torch code that takes the GIL (the destructor of a future callback),
+  // and a thread that takes the GIL once the interpreter finalizes is ended by pthread_exit,
+  // whose unwinding through a noexcept destructor aborts the process.
+  static void wait_for_orphans();
 
  private:
   // What the thread works with, owned jointly by this object and the thread: the thread may
@@ -64,6 +72,7 @@ class CompletionThread {
     std::condition_variable cv;
     std::deque<std::function<void()>> queue;
     bool stopping = false;
+    bool orphaned = false;  // detached by stop(): counted until the thread ends
   };
   static void run(const std::shared_ptr<State>& state);
   std::shared_ptr<State> state_;
