@@ -4,6 +4,8 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <cstdio>
+
 #include "plait/error.h"
 
 namespace plait::torch_backend {
@@ -69,12 +71,17 @@ void CompletionThread::stop() {
 }
 
 void CompletionThread::wait_for_orphans() {
-  // No deadline, as Python's own exit waits for its threads: an orphan only finishes calls
-  // that are already over (their copy-backs and future callbacks), and giving up early would
-  // bring back the abort.
+  // An orphan only finishes calls that are already over (their copy-backs and future
+  // callbacks), so this is short; giving up brings back the abort it prevents. A user
+  // callback that never returns would hold the exit forever: after a minute we say so, and
+  // exit anyway.
   Orphans& o = orphans();
   std::unique_lock lock(o.mu);
-  o.cv.wait(lock, [&] { return o.running == 0; });
+  if (o.cv.wait_for(lock, std::chrono::seconds(60), [&] { return o.running == 0; })) return;
+  std::fprintf(stderr,
+               "plait: %d torch completion thread(s) still running a callback 60 s into "
+               "Python's exit; exiting without them\n",
+               o.running);
 }
 
 void CompletionThread::run(const std::shared_ptr<State>& state) {

@@ -55,11 +55,12 @@ class CompletionThread {
   // this very thread (a future callback released the group), it cannot join: the thread is
   // left an orphan that finishes the queue on its own.
   void stop();
-  // Blocks until every orphaned thread has finished its queue. Python's exit calls it, without
-  // the GIL, before the interpreter finalizes (plait.torch registers it with atexit): an
-  // orphan still runs torch code that takes the GIL (the destructor of a future callback),
-  // and a thread that takes the GIL once the interpreter finalizes is ended by pthread_exit,
-  // whose unwinding through a noexcept destructor aborts the process.
+  // Blocks until every orphaned thread has finished its queue (at most a minute, then says so
+  // on stderr). Python's exit calls it, without the GIL, before the interpreter finalizes
+  // (plait.torch registers it with atexit): an orphan still runs torch code that takes the
+  // GIL (the destructor of a future callback), and a thread that takes the GIL once the
+  // interpreter finalizes is ended by pthread_exit, whose unwinding through a noexcept
+  // destructor aborts the process.
   static void wait_for_orphans();
 
  private:
