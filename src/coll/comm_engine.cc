@@ -61,9 +61,19 @@ void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
     if (drive.owns_lock() && submissions_.load(std::memory_order_acquire) == 0 &&
         !aborted_.load(std::memory_order_acquire)) {
       DriverMark mark(driver_);
-      queued_.push_back(std::move(call));
       begin_driving();
-      run_available(/*check_time=*/false);  // the drivers' passes and the engine thread's do
+      if (!active_ && queued_.empty() && call->algorithm->algorithm == Algorithm::kShm) {
+        // Nothing runs: a collective on the segment starts here, without the run queue and
+        // the pass around it (the queue's completions are the engine thread's or the next
+        // driver's). A small one is over when this returns.
+        guarded([&] {
+          start_collective(std::move(call));
+          if (active_ && active_done() && !segment_run_.error()) finish_collective();
+        });
+      } else {
+        queued_.push_back(std::move(call));
+        run_available(/*check_time=*/false);  // the drivers' passes and the engine thread's do
+      }
       end_driving(/*lend=*/true);
       return;
     }
@@ -94,11 +104,17 @@ void CommEngine::submit(std::unique_ptr<PointToPointCall> call) {
 }
 
 Clock::time_point CommEngine::run_available(bool check_time) {
+  guarded([&] { run_available_unguarded(check_time); });
+  return check_time ? next_deadline() : Clock::time_point::max();
+}
+
+template <typename Body>
+void CommEngine::guarded(Body&& body) {
   // Nothing may escape: this runs on the engine thread (an exception would terminate the
   // process) and in user threads that lent themselves. A failure here, e.g. no memory for a
   // schedule's scratch, fails the operation and aborts the communicator.
   try {
-    run_available_unguarded(check_time);
+    body();
   } catch (const std::exception& e) {
     log(LogLevel::kError, "rank ", rank_, ": communicator engine: ", e.what());
     Culprit culprit;
@@ -110,7 +126,6 @@ Clock::time_point CommEngine::run_available(bool check_time) {
                       .seq = static_cast<int64_t>(active_->call->seq)}))};
     do_abort(std::string("rank ") + std::to_string(rank_) + ": " + e.what(), true, culprit);
   }
-  return check_time ? next_deadline() : Clock::time_point::max();
 }
 
 void CommEngine::run_available_unguarded(bool check_time) {
@@ -202,10 +217,15 @@ void CommEngine::recycle(std::unique_ptr<CollectiveCall> call) {
 }
 
 void CommEngine::start_next_collective() {
+  std::unique_ptr<CollectiveCall> next = std::move(queued_.front());
+  queued_.pop_front();
+  start_collective(std::move(next));
+}
+
+void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
   std::unique_ptr<ActiveCollective> active =
       spare_active_ ? std::move(spare_active_) : std::make_unique<ActiveCollective>();
-  active->call = std::move(queued_.front());
-  queued_.pop_front();
+  active->call = std::move(next);
   CollectiveCall& call = *active->call;
   if (abort_error_) {
     call.work->finish(abort_error_);

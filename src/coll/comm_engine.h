@@ -120,8 +120,12 @@ class CommEngine final : public WorkDriver {
   // every few dozen passes only.
   Clock::time_point run_available(bool check_time = true);
   void run_available_unguarded(bool check_time);
+  // Runs `body`; an exception fails the active operation and aborts (never escapes).
+  template <typename Body>
+  void guarded(Body&& body);
   void take_submissions();
   void start_next_collective();
+  void start_collective(std::unique_ptr<CollectiveCall> call);
   void start_on_segment(ActiveCollective& run, const Signature& sig);
   void finish_collective();
   // The active collective's run, whichever kind it is.
