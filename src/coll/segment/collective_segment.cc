@@ -120,24 +120,16 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::finish_attach(
   return std::unique_ptr<CollectiveSegment>(new CollectiveSegment(rank, std::move(segment), g));
 }
 
-void CollectiveSegment::wake_sleepers(uint64_t round, Waiters waiters) const {
-  for (uint32_t r = 0; r < g_.ranks; ++r) {
-    if (static_cast<int>(r) == rank_) continue;
-    RankControl& c = control(static_cast<int>(r));
-    // The rarely written line first: in a loop of collectives the peer polls, and this costs
-    // no cache miss and no clock read.
-    if (c.sleeping.load(std::memory_order_seq_cst) == 0) continue;
-    const int64_t after = c.ring_after.load(std::memory_order_seq_cst);
-    if (after == kRingNever ||
-        (after != kRingNow && Clock::now().time_since_epoch().count() < after))
-      continue;
-    const uint64_t active = c.active_round.load(std::memory_order_seq_cst);
-    // kNoRound is the largest value: a rank with no round in progress waits for nothing.
-    if (waiters == Waiters::kSameRound ? active > round : active == kNoRound || active < round + 2)
-      continue;
-    c.bell.fetch_add(1, std::memory_order_seq_cst);
-    transport::shm::futex_wake_shared(&c.bell, INT_MAX);
-  }
+void CollectiveSegment::ring_if_waiting(int r, int64_t after, uint64_t round,
+                                        Waiters waiters) const {
+  if (after != kRingNow && Clock::now().time_since_epoch().count() < after) return;
+  RankControl& c = control(r);
+  const uint64_t active = c.active_round.load(std::memory_order_seq_cst);
+  // kNoRound is the largest value: a rank with no round in progress waits for nothing.
+  if (waiters == Waiters::kSameRound ? active > round : active == kNoRound || active < round + 2)
+    return;
+  c.bell.fetch_add(1, std::memory_order_seq_cst);
+  transport::shm::futex_wake_shared(&c.bell, INT_MAX);
 }
 
 }  // namespace plait::coll::segment

@@ -125,9 +125,18 @@ class CollectiveSegment {
   // reduced), or ranks that want to reuse its buffers two rounds later (done).
   enum class Waiters { kSameRound, kReuse };
   // After publishing a flag of `round`: rings every rank whose engine thread sleeps on its
-  // bell with a round in progress that `waiters` says the flag can unblock, and no thread of
-  // its own polling.
-  void wake_sleepers(uint64_t round, Waiters waiters) const;
+  // bell with a round in progress that `waiters` says the flag can unblock, and which asks
+  // to be rung. Inline up to the words that a loop of collectives never writes (a rank that
+  // polls is passed over without a call).
+  void wake_sleepers(uint64_t round, Waiters waiters) const {
+    for (uint32_t r = 0; r < g_.ranks; ++r) {
+      if (static_cast<int>(r) == rank_) continue;
+      const RankControl& c = control(static_cast<int>(r));
+      if (c.sleeping.load(std::memory_order_seq_cst) == 0) continue;
+      const int64_t after = c.ring_after.load(std::memory_order_seq_cst);
+      if (after != kRingNever) ring_if_waiting(static_cast<int>(r), after, round, waiters);
+    }
+  }
 
  private:
   CollectiveSegment(int rank, transport::shm::Segment segment, const Geometry& g)
@@ -138,6 +147,9 @@ class CollectiveSegment {
                                                           transport::shm::Segment segment,
                                                           const Geometry& g,
                                                           const Deadline& deadline);
+
+  // The rest of wake_sleepers() for rank `r`, asleep, which asked to be rung `after`.
+  void ring_if_waiting(int r, int64_t after, uint64_t round, Waiters waiters) const;
 
   int rank_;
   transport::shm::Segment segment_;
