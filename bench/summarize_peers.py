@@ -14,6 +14,11 @@ import sys
 from collections import defaultdict
 
 
+def us(t):
+    """A time in µs: two decimals below 1 µs (where a tenth is a third of the value), else one."""
+    return f"{t:.2f}" if t < 1 else f"{t:.1f}"
+
+
 def main(out_dir, nps):
     # results[np][impl][bytes] -> list of (slowest rank's time_us, busbw, checked ok)
     results = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
@@ -59,8 +64,8 @@ def main(out_dir, nps):
                     times = sorted(r[0] for r in runs)
                     t = statistics.median(times)
                     bw = statistics.median(r[1] for r in runs)
-                    spread = f" ({times[0]:.1f}-{times[-1]:.1f})" if len(times) > 1 else ""
-                    cells.append(f"{t:.1f}{spread} / {bw:.3f}")
+                    spread = f" ({us(times[0])}-{us(times[-1])})" if len(times) > 1 else ""
+                    cells.append(f"{us(t)}{spread} / {bw:.3f}")
             print(f"| {b} | " + " | ".join(cells) + " |")
         if "gloo" in impls:
             print("\n(gloo's all_reduce works in place; plait and MPI read one buffer and write "
