@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 #include "transport/completion_claim.h"
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
+#include "transport/free_list_resource.h"
 
 namespace plait::transport {
 
@@ -100,8 +102,13 @@ class OpTable {
     ops_.erase(id);
   }
 
+  // Room for a node of the map (link, key, OpRef, cached hash).
+  static constexpr size_t kNodeBytes = 64;
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, OpRef> ops_;
+  // Before the map: its nodes come from this pool, guarded by mu_ like the map, so that
+  // adding and erasing an op does not call the global allocator once the pool is warm.
+  FreeListResource pool_{kNodeBytes};
+  std::pmr::unordered_map<uint64_t, OpRef> ops_{&pool_};
   uint64_t adds_ = 0;  // guarded by mu_
 };
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "transport/fabric.h"
+#include "transport/free_list_resource.h"
 
 namespace plait::transport {
 
@@ -201,9 +202,11 @@ class TagMatcher {
     return recv.tag == tag && (want == kAnySource || want == source);
   }
 
+  // Room for a list node of a shared_ptr (two links and the pointer pair).
+  static constexpr size_t kNodeBytes = 64;
   mutable std::mutex mu_;
   // Before the lists: the pool must outlive their nodes. Guarded by mu_ like the lists.
-  std::pmr::unsynchronized_pool_resource pool_;
+  FreeListResource pool_{kNodeBytes};
   std::pmr::list<OpRef> posted_{&pool_};
   std::pmr::list<EntryRef> unexpected_{&pool_};
   Limits limits_;
