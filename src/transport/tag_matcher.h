@@ -109,7 +109,7 @@ class TagMatcher {
       return {nullptr, nullptr, true, used};
     used.messages += 1;
     used.bytes += bytes;
-    auto entry = std::make_shared<Entry>();
+    auto entry = std::allocate_shared<Entry>(std::pmr::polymorphic_allocator<Entry>(&entry_pool_));
     entry->source = source;
     entry->tag = tag;
     entry->header = header;
@@ -204,6 +204,13 @@ class TagMatcher {
 
   // Room for a list node of a shared_ptr (two links and the pointer pair).
   static constexpr size_t kNodeBytes = 64;
+  // Room for an entry and its shared_ptr control block.
+  static constexpr size_t kEntryBytes = sizeof(Entry) + 64;
+
+  // First, so that it is destroyed last: unexpected entries come from it (freed wherever
+  // their last reference drops, hence the lock of its own), and the provider must drop the
+  // ones it holds (a socket reader's Incoming) before the matcher goes.
+  SynchronizedFreeListResource entry_pool_{kEntryBytes};
   mutable std::mutex mu_;
   // Before the lists: the pool must outlive their nodes. Guarded by mu_ like the lists.
   FreeListResource pool_{kNodeBytes};
