@@ -13,12 +13,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 
 #include "core/clock.h"
 #include "core/config.h"
 #include "transport/fabric.h"
+#include "transport/ring_queue.h"
 
 namespace plait::transport {
 
@@ -80,7 +80,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   InlineProgress* const inline_;
 
   std::mutex mu_;
-  std::deque<Completion> items_;
+  RingQueue<Completion> items_;
   // Lets spinners and poll() see "empty" without taking the lock.
   std::atomic<size_t> count_{0};
   std::atomic<bool> interrupted_{false};

@@ -38,6 +38,8 @@ ErrorContext OpLifecycle::call_context(int peer, const char* op, size_t bytes) c
 }
 
 OpRef OpLifecycle::new_op(OpType type, int peer, PolicyCompletionQueue* cq, uint64_t context) {
+  // An op that outgrew its block would still work, from the global allocator, per operation.
+  static_assert(sizeof(Op) + 64 <= kOpBlockBytes, "Op no longer fits its pool block");
   OpRef op = std::allocate_shared<Op>(std::pmr::polymorphic_allocator<Op>(&op_pool_));
   op->id = next_id_.fetch_add(1, std::memory_order_relaxed);
   op->type = type;

@@ -20,6 +20,7 @@
 
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
+#include "transport/free_list_resource.h"
 #include "transport/pending_op.h"
 
 namespace plait::transport {
@@ -82,8 +83,9 @@ class OpLifecycle {
   bool reporting_stopped() const { return stopping_.load(std::memory_order_relaxed); }
 
   // First: ops come from this pool and must all be gone before it is (no allocation per
-  // operation once it is warm).
-  std::pmr::synchronized_pool_resource op_pool_;
+  // operation once it is warm). A block holds an op and its shared_ptr control block.
+  static constexpr size_t kOpBlockBytes = 320;
+  SynchronizedFreeListResource op_pool_{kOpBlockBytes};
 
   const int rank_;
   const int size_;

@@ -13,8 +13,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -24,6 +26,7 @@
 #include "transport/completion_claim.h"
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
+#include "transport/free_list_resource.h"
 
 namespace plait::transport {
 
@@ -100,8 +103,13 @@ class OpTable {
     ops_.erase(id);
   }
 
+  // Room for a node of the map (link, key, OpRef, cached hash).
+  static constexpr size_t kNodeBytes = 64;
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, OpRef> ops_;
+  // Before the map: its nodes come from this pool, guarded by mu_ like the map, so that
+  // adding and erasing an op does not call the global allocator once the pool is warm.
+  FreeListResource pool_{kNodeBytes};
+  std::pmr::unordered_map<uint64_t, OpRef> ops_{&pool_};
   uint64_t adds_ = 0;  // guarded by mu_
 };
 
@@ -126,6 +134,31 @@ struct PeerHealth {
   }
 };
 
+// The payload of an eager message kept until its receive is posted: a small one (the
+// latency-bound case) inline in the entry, without an allocation of its own; a larger one on
+// the heap.
+class BufferedPayload {
+ public:
+  // Room for `n` bytes; what was there before is not kept.
+  void resize(size_t n) {
+    if (n > kInline) heap_.resize(n);
+    size_ = n;
+  }
+  void assign(const char* first, const char* last) {
+    resize(static_cast<size_t>(last - first));
+    if (size_ > 0) std::memcpy(data(), first, size_);
+  }
+  char* data() { return size_ > kInline ? heap_.data() : inline_; }
+  const char* data() const { return size_ > kInline ? heap_.data() : inline_; }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr size_t kInline = 64;
+  char inline_[kInline];
+  std::vector<char> heap_;
+  size_t size_ = 0;
+};
+
 // A message that arrived before its receive (TagMatcher's entry), as both providers see it.
 struct UnexpectedMessage {
   int source = -1;
@@ -136,7 +169,7 @@ struct UnexpectedMessage {
   bool complete = false;     // eager: the payload is all there (guarded by the matcher's lock)
   OpRef claimed_by;          // a recv matched it before its payload was complete
   uint64_t sender_op = 0;    // rendezvous: the sender's op, named in the answer
-  std::vector<char> data;    // eager: the payload
+  BufferedPayload data;      // eager: the payload
 };
 
 inline Completion completion_of(const Op& op) {

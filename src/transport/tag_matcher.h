@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "transport/fabric.h"
+#include "transport/free_list_resource.h"
 
 namespace plait::transport {
 
@@ -108,7 +109,7 @@ class TagMatcher {
       return {nullptr, nullptr, true, used};
     used.messages += 1;
     used.bytes += bytes;
-    auto entry = std::make_shared<Entry>();
+    auto entry = std::allocate_shared<Entry>(std::pmr::polymorphic_allocator<Entry>(&entry_pool_));
     entry->source = source;
     entry->tag = tag;
     entry->header = header;
@@ -201,9 +202,18 @@ class TagMatcher {
     return recv.tag == tag && (want == kAnySource || want == source);
   }
 
+  // Room for a list node of a shared_ptr (two links and the pointer pair).
+  static constexpr size_t kNodeBytes = 64;
+  // Room for an entry and its shared_ptr control block.
+  static constexpr size_t kEntryBytes = sizeof(Entry) + 64;
+
+  // First, so that it is destroyed last: unexpected entries come from it (freed wherever
+  // their last reference drops, hence the lock of its own), and the provider must drop the
+  // ones it holds (a socket reader's Incoming) before the matcher goes.
+  SynchronizedFreeListResource entry_pool_{kEntryBytes};
   mutable std::mutex mu_;
   // Before the lists: the pool must outlive their nodes. Guarded by mu_ like the lists.
-  std::pmr::unsynchronized_pool_resource pool_;
+  FreeListResource pool_{kNodeBytes};
   std::pmr::list<OpRef> posted_{&pool_};
   std::pmr::list<EntryRef> unexpected_{&pool_};
   Limits limits_;

@@ -122,7 +122,7 @@ bool TcpFabric::serve(const epoll_event* events, int n) {
     if (!s->receiving) continue;
     if (events[i].events & EPOLLOUT) {
       std::shared_lock guard(report_guard_);  // from the claim to the report
-      std::vector<OpRef> finished;
+      FinishedOps finished;
       if (s->flush(&finished) != 0) broken_stream_.store(true);
       report_sent(finished);
     }
@@ -234,7 +234,7 @@ void TcpFabric::shutdown_streams() {
       ++open;
       Frame goodbye;
       goodbye.header.type = MessageType::kGoodbye;
-      std::vector<OpRef> abandoned;  // completions are no longer delivered
+      FinishedOps abandoned;  // completions are no longer delivered
       s->submit(std::move(goodbye), &abandoned);
       if (s->idle()) s->close_sending(/*shut_write=*/true);
     }
@@ -269,7 +269,7 @@ void TcpFabric::shutdown_streams() {
       }
       if (!s->receiving) continue;
       if (events[i].events & EPOLLOUT) {
-        std::vector<OpRef> abandoned;
+        FinishedOps abandoned;
         s->flush(&abandoned);
         if (s->idle()) s->close_sending(/*shut_write=*/true);
       }

@@ -32,7 +32,7 @@ Stream::Stream(net::Fd fd, int peer, int index, std::shared_mutex* user_memory_g
     : fd_(std::move(fd)), peer_(peer), index_(index), user_memory_guard_(user_memory_guard),
       rx_(kRxBufferBytes) {}
 
-int Stream::submit(Frame frame, std::vector<OpRef>* finished) {
+int Stream::submit(Frame frame, FinishedOps* finished) {
   std::lock_guard lock(mu_);
   // Closed on purpose (peer failed or said goodbye): the frame's op fails with the peer.
   if (!sending_) return 0;
@@ -42,7 +42,7 @@ int Stream::submit(Frame frame, std::vector<OpRef>* finished) {
   return flush_locked(finished);
 }
 
-int Stream::flush(std::vector<OpRef>* finished) {
+int Stream::flush(FinishedOps* finished) {
   std::lock_guard lock(mu_);
   return flush_locked(finished);
 }
@@ -75,7 +75,7 @@ void Stream::keep_started_frame_locked() {
   f.counts_for_op = false;
 }
 
-int Stream::flush_locked(std::vector<OpRef>* finished) {
+int Stream::flush_locked(FinishedOps* finished) {
   while (sending_ && !queue_.empty()) {
     iovec iov[kMaxIov];
     int iovcnt = 0;

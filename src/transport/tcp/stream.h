@@ -7,9 +7,9 @@
 // under the fabric's rx lock: its progress thread, or a caller polling inline.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -18,6 +18,7 @@
 
 #include "core/socket.h"
 #include "transport/memory_registry.h"
+#include "transport/ring_queue.h"
 #include "transport/tcp/matcher.h"
 #include "transport/pending_op.h"
 #include "transport/tcp/sink.h"
@@ -55,6 +56,30 @@ struct Incoming {
   std::string denial;       // a one-sided request the target refused: the reason
 };
 
+// The ops whose last frame a write put on the wire, for the caller to report outside the
+// stream's lock. A write finishes one or two ops as a rule: they are kept inline, so that a
+// send allocates nothing for this list.
+class FinishedOps {
+ public:
+  void push_back(OpRef op) {
+    if (inline_count_ < kInline)
+      inline_[inline_count_++] = std::move(op);
+    else
+      more_.push_back(std::move(op));
+  }
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t i = 0; i < inline_count_; ++i) f(*inline_[i]);
+    for (const OpRef& op : more_) f(*op);
+  }
+
+ private:
+  static constexpr size_t kInline = 4;
+  std::array<OpRef, kInline> inline_;
+  size_t inline_count_ = 0;
+  std::vector<OpRef> more_;
+};
+
 class Stream;
 
 class StreamHandler {
@@ -81,9 +106,9 @@ class Stream {
   // op whose bytes are all on the wire.
   // Returns 0, or the errno when this write broke the socket. A frame for a stream that is
   // closed or broken is dropped: its op fails together with the peer.
-  int submit(Frame frame, std::vector<OpRef>* finished);
+  int submit(Frame frame, FinishedOps* finished);
   // Writes queued frames until the socket is full (after EPOLLOUT).
-  int flush(std::vector<OpRef>* finished);
+  int flush(FinishedOps* finished);
   // Stops sending for good: drops the queue; with shut_write, the peer reads EOF.
   void close_sending(bool shut_write);
   bool idle();
@@ -116,7 +141,7 @@ class Stream {
   bool hangup_seen = false;
 
  private:
-  int flush_locked(std::vector<OpRef>* finished);
+  int flush_locked(FinishedOps* finished);
   ReadResult read_into_buffer(size_t* consumed, int* error);
   void compact();
 
@@ -126,7 +151,7 @@ class Stream {
   std::shared_mutex* user_memory_guard_;
 
   std::mutex mu_;
-  std::deque<Frame> queue_;  // guarded by mu_
+  RingQueue<Frame> queue_;  // guarded by mu_
   bool sending_ = true;      // guarded by mu_
   int send_error_ = 0;       // guarded by mu_
 

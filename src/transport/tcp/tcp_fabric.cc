@@ -133,7 +133,7 @@ PeerHealth* TcpFabric::health_of(int rank) const {
 void TcpFabric::submit(int peer, int index, Frame frame) {
   // From the claim inside the stream to the report (see succeed()).
   std::shared_lock guard(report_guard_);
-  std::vector<OpRef> finished;
+  FinishedOps finished;
   if (stream(peer, index).submit(std::move(frame), &finished) != 0) {
     // This write broke the socket; the next socket reader fails the peer.
     broken_stream_.store(true);
@@ -142,8 +142,8 @@ void TcpFabric::submit(int peer, int index, Frame frame) {
   report_sent(finished);
 }
 
-void TcpFabric::report_sent(std::vector<OpRef>& finished) {
-  for (const OpRef& op : finished) report(*op, nullptr);
+void TcpFabric::report_sent(const FinishedOps& finished) {
+  finished.for_each([this](Op& op) { report(op, nullptr); });
 }
 
 void TcpFabric::protocol_error(const Stream& s, const std::string& what) const {

@@ -97,7 +97,7 @@ class TcpFabric final : public Fabric,
   PeerHealth* health_of(int rank) const override;
   Stream& stream(int peer, int index) { return *peers_[peer]->streams[index]; }
   void submit(int peer, int index, Frame frame);
-  void report_sent(std::vector<OpRef>& finished);
+  void report_sent(const FinishedOps& finished);
   size_t pieces(size_t len) const { return len == 0 ? 1 : (len + stripe_bytes_ - 1) / stripe_bytes_; }
   [[noreturn]] void protocol_error(const Stream& s, const std::string& what) const;
 
