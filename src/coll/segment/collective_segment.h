@@ -9,9 +9,8 @@
 //
 //   Header               magic, version, creator pid (the sweep's stamp, segment.h), ranks,
 //                        slot bytes, a random tag that the creator also publishes in the store
-//   RankControl[ranks]   per rank, three cache lines: what it published (arrive, reduced,
-//                        the signature of each parity and a tiny round's contribution),
-//                        what it has finished reading (done)
+//   RankControl[ranks]   per rank, three cache lines: what it published (arrive, reduced and
+//                        the signature of each parity), what it has finished reading (done)
 //                        and the round it waits on, and how to wake it (doorbell)
 //   input[ranks][2]      per rank and round parity: its contribution to a round
 //   output[2]            per round parity: the shared result of a split reduction
@@ -43,13 +42,10 @@
 
 namespace plait::coll::segment {
 
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kTagSize = 16;
 // No round is in progress on a rank (RankControl::active_round).
 inline constexpr uint64_t kNoRound = UINT64_MAX;
-// A round whose contribution per rank is at most this many bytes carries it in the rank's
-// control line (RankControl::inline_data) rather than its input slot.
-inline constexpr size_t kInlineBytes = 16;
 // RankControl::ring_after: ring now (nobody of the rank polls), and never (a thread polls).
 inline constexpr int64_t kRingNow = 0;
 inline constexpr int64_t kRingNever = INT64_MAX;
@@ -72,10 +68,6 @@ struct RankControl {
   alignas(64) std::atomic<uint64_t> arrive{0};
   std::atomic<uint64_t> reduced{0};
   std::atomic<uint64_t> signature[2] = {};
-  // A round's contribution of up to kInlineBytes, per parity, instead of the input slot: it
-  // travels to the readers in the cache line of the flag they wait on (one line moves
-  // between cores per rank and round instead of two). Written before `arrive`.
-  alignas(16) char inline_data[2][16] = {};
   // Written by the rank: the last round whose shared buffers it has finished reading, and the
   // round it waits on (kNoRound: none).
   alignas(64) std::atomic<uint64_t> done{0};

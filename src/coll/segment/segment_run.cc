@@ -73,8 +73,6 @@ bool SegmentRun::split() const { return splits(*args_, count_ * elem_, seg_->slo
 void SegmentRun::begin_round() {
   offset_ = static_cast<size_t>(index_) * chunk_;
   count_ = args_->op == CollOp::kBarrier ? 0 : std::min(chunk_, args_->count - std::min(args_->count, offset_));
-  const size_t blocks = args_->op == CollOp::kReduceScatter ? static_cast<size_t>(args_->size) : 1;
-  inline_ = count_ * elem_ * blocks <= kInlineBytes;
   phase_ = Phase::kClaim;
   next_ = 0;
   // Publishers read it to decide whether to ring us, after their flag: a rank they may ring
@@ -169,7 +167,7 @@ bool SegmentRun::signature_ok(int rank) {
 void SegmentRun::contribute() {
   const uint64_t round = first_round_ + index_;
   const int me = seg_->rank();
-  char* slot = contribution(me, round);
+  char* slot = seg_->input(me, round);
   const size_t bytes = count_ * elem_;
   const size_t at = offset_ * elem_;
   bool reads_nothing = false;  // this rank takes nothing from the segment this round
@@ -205,12 +203,11 @@ void SegmentRun::contribute() {
 void SegmentRun::reduce_slots(char* dst, size_t at, size_t n) const {
   const uint64_t round = first_round_ + index_;
   if (args_->size == 1) {
-    std::memcpy(dst, contribution(0, round) + at, n * elem_);
+    std::memcpy(dst, seg_->input(0, round) + at, n * elem_);
     return;
   }
-  reduce_into(args_->dtype, redop_, dst, contribution(0, round) + at, contribution(1, round) + at, n);
-  for (int q = 2; q < args_->size; ++q)
-    reduce_inplace(args_->dtype, redop_, dst, contribution(q, round) + at, n);
+  reduce_into(args_->dtype, redop_, dst, seg_->input(0, round) + at, seg_->input(1, round) + at, n);
+  for (int q = 2; q < args_->size; ++q) reduce_inplace(args_->dtype, redop_, dst, seg_->input(q, round) + at, n);
 }
 
 void SegmentRun::consume() {
@@ -237,12 +234,12 @@ void SegmentRun::consume() {
       reduce_slots(out_ + at, 0, count_);
       break;
     case CollOp::kBroadcast:
-      if (me != args_->root) std::memcpy(out_ + at, contribution(args_->root, round), bytes);
+      if (me != args_->root) std::memcpy(out_ + at, seg_->input(args_->root, round), bytes);
       break;
     case CollOp::kAllgather:
       for (int q = 0; q < args_->size; ++q)
         std::memcpy(out_ + (static_cast<size_t>(q) * args_->count + offset_) * elem_,
-                    contribution(q, round), bytes);
+                    seg_->input(q, round), bytes);
       break;
     case CollOp::kReduceScatter: reduce_slots(out_ + at, static_cast<size_t>(me) * bytes, count_); break;
     default: break;  // barrier: everyone has arrived

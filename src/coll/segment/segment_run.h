@@ -88,11 +88,6 @@ class SegmentRun {
 
   // Elements one round carries (per block for reduce_scatter).
   size_t chunk_elems() const { return chunk_; }
-  // Where rank q's contribution to the current round is: its control line for a tiny round
-  // (every rank decides alike: the count is in the signature they check), else its slot.
-  char* contribution(int q, uint64_t round) const {
-    return inline_ ? seg_->control(q).inline_data[round % 2] : seg_->input(q, round);
-  }
   // This round reduces in parts (one per rank) rather than every rank reducing it all.
   bool split() const;
 
@@ -112,7 +107,6 @@ class SegmentRun {
   uint64_t index_ = 0;  // the round in progress, 0-based
   size_t offset_ = 0;   // its first element (per block for allgather / reduce_scatter)
   size_t count_ = 0;    // its element count
-  bool inline_ = false;  // its contributions fit in the control lines (kInlineBytes)
   Phase phase_ = Phase::kFinished;
   int next_ = 0;          // first rank whose flag the current wait has not seen yet
   int blocked_on_ = -1;   // the rank the last wait stopped at
