@@ -191,6 +191,24 @@ TEST_P(SegmentRunSizes, EveryOpMatchesTheReferenceAcrossRoundsAndParities) {
   check(size, calls);
 }
 
+// Tiny counts for every element size, on both parities, and a call whose last round is a
+// few elements after full ones (4 KiB slots).
+TEST_P(SegmentRunSizes, TinyCountsAndTinyLastRounds) {
+  const int size = GetParam();
+  std::vector<Call> calls;
+  for (auto [dtype, edge] : {std::pair{DataType::kU8, size_t{16}}, std::pair{DataType::kF32, size_t{4}},
+                             std::pair{DataType::kF64, size_t{2}}}) {
+    for (size_t count : {edge - 1, edge, edge + 1, size_t{2048} + edge / 2}) {
+      calls.push_back({CollOp::kAllreduce, dtype, ReduceOp::kMax, 0, count, false});
+      calls.push_back({CollOp::kReduce, dtype, ReduceOp::kSum, size - 1, count, true});
+      calls.push_back({CollOp::kBroadcast, dtype, ReduceOp::kSum, size / 2, count, false});
+      calls.push_back({CollOp::kAllgather, dtype, ReduceOp::kSum, 0, count, false});
+      calls.push_back({CollOp::kReduceScatter, dtype, ReduceOp::kSum, 0, std::max<size_t>(1, count / size), false});
+    }
+  }
+  check(size, calls);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, SegmentRunSizes, ::testing::Values(1, 2, 3, 4, 5));
 
 // Above 16 KiB per round, reductions over 3 or more ranks are split (every rank reduces a
