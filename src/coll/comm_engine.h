@@ -136,8 +136,9 @@ class CommEngine final : public WorkDriver {
   // A thread starts or stops driving (the completion queue's polling, and the segment's:
   // while some thread of ours polls, no peer rings our bell).
   void begin_driving();
-  // `lend`: the caller submitted and is about to wait; it keeps counting as a poller for the
-  // spin budget if its collective on the segment is not done (collective_segment.h).
+  // `lend`: the caller submitted and is about to wait; its collective on the segment, if not
+  // done, is lent to that wait: peers do not ring us meanwhile, or only after a grace period
+  // when they may need our next flag (RankControl::ring_after).
   void end_driving(bool lend = false);
   // A driver counts as the completion queue's active poller (completions then wake no
   // thread) from its first look at the queue on: a collective on the segment that ends
