@@ -22,6 +22,8 @@ SIZES=${SIZES:-"8 1024 65536 1048576 16777216 67108864"}
 TRANSPORTS=${TRANSPORTS:-auto}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
 PLAIT=${PLAIT:-build/tools/plait/plait}
+# Ranks bound to cores when there are enough, as mpirun binds the MPI peers' ranks.
+export PLAIT_BIND=${PLAIT_BIND:-auto}
 OUT=$(mktemp -d /tmp/plait-compare.XXXXXX)
 
 for rep in $(seq 1 "$REPS"); do

@@ -324,7 +324,7 @@ std::vector<SettingRow> make_rows() {
          std::snprintf(text, sizeof text, "%g", c.run_grace.count() / 1000.0);
          return std::string(text);
        }},
-      {{"PLAIT_BIND", "auto|core|none", "auto",
+      {{"PLAIT_BIND", "auto|core|none", "none",
         "plait run: bind rank i to the i-th CPU it may use (core), or only when there are at "
         "least as many CPUs as ranks (auto), or not (none)"},
        [](Config& c, const std::string& n, const std::string& v) {

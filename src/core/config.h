@@ -40,7 +40,9 @@ struct Config {
   std::chrono::microseconds spin_time{50};       // PLAIT_SPIN_US: hybrid's spin budget
   int ps_roots = 0;                   // PLAIT_PS_ROOTS: k roots of the ps algorithm, 0 = auto
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL
-  std::string run_bind = "auto";  // PLAIT_BIND: plait run's CPU binding (auto, core, none)
+  // PLAIT_BIND: plait run's CPU binding (none, auto, core). Not bound by default: a rank's
+  // helper threads (the torch backend's completion thread) then need not share its core.
+  std::string run_bind = "none";
   // PLAIT_ALGO_<OP>: forced algorithm per collective, keyed by lower-case op name
   // ("allreduce" -> "ring"). Empty or "auto" means the cost model chooses.
   std::map<std::string, std::string> algo;

@@ -364,15 +364,15 @@ std::map<int, std::string> rank_cpu_lists(const std::vector<std::string>& args,
   return lists;
 }
 
-// Like mpirun: one rank per CPU while there are enough CPUs (each rank keeps its caches and
-// its spinning never lands on a peer's CPU), round robin when asked, and never when told not to.
-TEST(Launcher, BindsRanksToCpus) {
+// Unbound unless asked; asked, like mpirun: one rank per CPU while there are enough CPUs
+// (auto), or round robin (core).
+TEST(Launcher, BindsRanksToCpusWhenAsked) {
   const std::vector<int> cpus = own_cpus();
   ASSERT_FALSE(cpus.empty());
   const int k = static_cast<int>(cpus.size());
   const std::string everything = own_cpu_list();
 
-  auto bound = rank_cpu_lists({"-n", std::to_string(k)});
+  auto bound = rank_cpu_lists({"-n", std::to_string(k), "--bind", "auto"});
   ASSERT_EQ(bound.size(), static_cast<size_t>(k));
   for (int r = 0; r < k; ++r) EXPECT_EQ(bound[r], std::to_string(cpus[r])) << "rank " << r;
 
@@ -380,10 +380,14 @@ TEST(Launcher, BindsRanksToCpus) {
   ASSERT_EQ(round_robin.size(), static_cast<size_t>(k + 1));
   for (int r = 0; r <= k; ++r) EXPECT_EQ(round_robin[r], std::to_string(cpus[r % k])) << "rank " << r;
 
-  // auto: more ranks than CPUs are left to the scheduler; so is everything under none.
-  for (const auto& lists : {rank_cpu_lists({"-n", std::to_string(k + 1)}),
-                            rank_cpu_lists({"-n", "2"}, {{"PLAIT_BIND", "none"}}),
-                            rank_cpu_lists({"-n", "2", "--bind=none"})})
+  auto from_env = rank_cpu_lists({"-n", "1"}, {{"PLAIT_BIND", "core"}});
+  EXPECT_EQ(from_env[0], std::to_string(cpus[0]));
+
+  // auto: more ranks than CPUs are left to the scheduler; so is everything under none, the
+  // default.
+  for (const auto& lists : {rank_cpu_lists({"-n", std::to_string(k + 1), "--bind", "auto"}),
+                            rank_cpu_lists({"-n", "2"}),
+                            rank_cpu_lists({"-n", "2", "--bind=none"}, {{"PLAIT_BIND", "core"}})})
     for (const auto& [rank, list] : lists) EXPECT_EQ(list, everything) << "rank " << rank;
 
   Result bad = run_plait({"-n", "2", "--bind", "socket", "true"});

@@ -28,7 +28,9 @@ struct LocalJobOptions {
   std::chrono::milliseconds timeout{0};
   // CPU binding (PLAIT_BIND, --bind): "core" binds rank i to the i-th CPU the launcher may
   // use (round robin), "auto" does so only when there are at least as many CPUs as ranks
-  // (as Open MPI binds to cores), "none" leaves the scheduler free.
+  // (as Open MPI binds to cores), "none" (the default) leaves the scheduler free: a rank's
+  // helper threads then need not wait for its core (torch's 8 B all_reduce at np=2 took
+  // 6.3 µs bound against 3.3-5.5 unbound).
   std::string bind = Config{}.run_bind;
 };
 

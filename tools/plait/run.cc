@@ -29,9 +29,9 @@ options:
   --timeout SECONDS    stop the job when it runs longer than this (exit status 124)
   --grace SECONDS      time between SIGTERM and SIGKILL when stopping ranks
                        (default 3, or PLAIT_RUN_GRACE_S)
-  --bind MODE          core: bind rank i to the i-th usable CPU; auto (default, or
-                       PLAIT_BIND): only when there are at least as many CPUs as ranks;
-                       none: do not bind
+  --bind MODE          none (default, or PLAIT_BIND): do not bind; core: bind rank i to
+                       the i-th usable CPU; auto: the same, when there are at least as
+                       many CPUs as ranks (as mpirun binds)
   -h, --help           show this text
 
 exit status: 0 when every rank exits 0; else the failing rank's status (128 + signal number
