@@ -257,8 +257,7 @@ const Selection& CommunicatorImpl::select(const CollArgs& args, const std::strin
       std::get<1>(last) == static_cast<int>(args.dtype) &&
       std::get<2>(last) == static_cast<int>(args.redop) && std::get<3>(last) == args.root &&
       std::get<4>(last) == args.count && std::get<5>(last) == args.in_place &&
-      std::get<6>(last).size() == choice.size() &&
-      (choice.empty() || std::get<6>(last) == choice))  // the usual "": no memcmp call
+      std::get<6>(last) == choice)
     return *last_selection_;
   SelectionKey key{static_cast<int>(args.op), static_cast<int>(args.dtype),
                    static_cast<int>(args.redop), args.root, args.count, args.in_place, choice};

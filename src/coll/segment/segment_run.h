@@ -86,8 +86,6 @@ class SegmentRun {
   void fail(Error error);
   std::string waiting_round() const;
 
-  // Elements one round carries (per block for reduce_scatter).
-  size_t chunk_elems() const { return chunk_; }
   // This round reduces in parts (one per rank) rather than every rank reducing it all.
   bool split() const;
 
