@@ -124,10 +124,10 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
     cost_.inter_alpha_us = topology_->inter.alpha_us;
     cost_.inter_beta_bytes_per_us = topology_->inter.beta_bytes_per_us;
   }
-  // Ranks of the whole job on this host against its cores.
+  // Ranks of the whole job on this machine against its cores (simulated hosts share them).
   int local_ranks = 0;
   const int me = fabric_rank[rank];
-  for (int h : topology_->host_of) local_ranks += h == topology_->host_of[me] ? 1 : 0;
+  for (int m : topology_->machine_of) local_ranks += m == topology_->machine_of[me] ? 1 : 0;
   const bool oversubscribed =
       local_ranks > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Members on one host share a segment for collectives without messages, unless the user

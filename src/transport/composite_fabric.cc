@@ -61,7 +61,16 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
   const ErrorContext ctx{.rank = options.rank, .op = "fabric setup"};
   if (!options.store) throw invalid_usage("a fabric needs a store", ctx);
   const std::string& choice = options.config.transport;
-  std::vector<std::string> ids = exchange_identities(options, host_identity(options.config));
+  // Published as "<host identity>\n<machine identity>" (neither holds a newline).
+  std::vector<std::string> ids =
+      exchange_identities(options, host_identity(options.config) + "\n" + machine_identity());
+  std::vector<std::string> machines(ids.size());
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const size_t cut = ids[r].find('\n');
+    if (cut == std::string::npos) continue;
+    machines[r] = ids[r].substr(cut + 1);
+    ids[r].resize(cut);
+  }
   std::vector<int> host_of = host_indices(ids);
 
   std::vector<int> local, remote;
@@ -80,7 +89,7 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
   std::vector<std::unique_ptr<Fabric>> providers;
   std::vector<Fabric*> route(options.size, nullptr);
   std::vector<std::string> provider(options.size, "self");
-  FabricTopology topo{.host = ids, .host_of = host_of};
+  FabricTopology topo{.host = ids, .host_of = host_of, .machine_of = host_indices(machines)};
   // Each provider gets its own store scope; the shm one first, so that a local failure is
   // reported before ranks on other hosts are waited for.
   if (!local.empty()) {

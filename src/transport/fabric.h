@@ -255,6 +255,9 @@ std::unique_ptr<Fabric> create_shm_fabric(const FabricOptions& options);
 struct FabricTopology {
   std::vector<std::string> host;  // per fabric rank: its host identity (host_identity.h)
   std::vector<int> host_of;       // per fabric rank: host index, 0 = rank 0's host
+  // Per fabric rank: index of the machine whose cores it shares (machine_identity()); the
+  // same as host_of but where hosts are simulated or namespaces of one machine.
+  std::vector<int> machine_of;
   std::vector<std::string> provider;  // per fabric rank: "shm", "tcp", or "self"
   CostModel intra;  // the provider within this host (shm unless PLAIT_TRANSPORT=tcp)
   CostModel inter;  // the provider across hosts (tcp)

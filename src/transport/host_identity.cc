@@ -23,12 +23,15 @@ std::string namespace_inode(const char* path) {
 
 }  // namespace
 
-std::string host_identity(const Config& config) {
-  if (!config.host_id.empty()) return "id:" + config.host_id;
+std::string machine_identity() {
   std::string boot = read_line("/proc/sys/kernel/random/boot_id");
   // Without a boot id (an unusual /proc), the host name is the next best thing.
-  if (boot.empty()) boot = "host:" + read_line("/proc/sys/kernel/hostname");
-  return "boot:" + boot + "/net:" + namespace_inode("/proc/self/ns/net") +
+  return boot.empty() ? "host:" + read_line("/proc/sys/kernel/hostname") : boot;
+}
+
+std::string host_identity(const Config& config) {
+  if (!config.host_id.empty()) return "id:" + config.host_id;
+  return "boot:" + machine_identity() + "/net:" + namespace_inode("/proc/self/ns/net") +
          "/pid:" + namespace_inode("/proc/self/ns/pid");
 }
 

@@ -17,6 +17,9 @@ namespace plait::transport {
 
 // "boot:<boot id>/net:<inode>/pid:<inode>", or "id:<PLAIT_HOST_ID>" when set.
 std::string host_identity(const Config& config);
+// The machine whose cores a process runs on: its boot id, whatever PLAIT_HOST_ID or the
+// namespaces say (simulated hosts and containers of one machine share its cores).
+std::string machine_identity();
 
 // Numbers the distinct identities 0, 1, ... in order of first appearance (so the host of
 // rank 0 is host 0); returns one index per rank.
