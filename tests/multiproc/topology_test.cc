@@ -25,7 +25,8 @@ TEST(Topology, OneHostUsesShmBetweenEveryPair) {
   JobResult r = run_command({plait_bin(), "run", "-n", "3", "--", plait_bin(), "info", "--job"},
                             {}, kTimeoutS);
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("3 rank(s) on 1 host(s); fabric: shm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 rank(s) on 1 host(s), 1 machine(s); fabric: shm"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("self shm shm"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("shm shm self"), std::string::npos) << r.output;
 }
@@ -34,7 +35,8 @@ TEST(Topology, TwoSimulatedHostsMixShmAndTcp) {
   // Ranks 0 and 2 on host h0, ranks 1 and 3 on host h1.
   JobResult r = info_job(4, 2);
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("4 rank(s) on 2 host(s)"), std::string::npos) << r.output;
+  // Two hosts, one machine: its cores are shared by all four ranks (oversubscription).
+  EXPECT_NE(r.output.find("4 rank(s) on 2 host(s), 1 machine(s)"), std::string::npos) << r.output;
   // Rank 0's row: itself, tcp to 1, shm to 2, tcp to 3; rank 3's: tcp, shm, tcp, self.
   EXPECT_NE(r.output.find("self tcp shm tcp"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("tcp shm tcp self"), std::string::npos) << r.output;

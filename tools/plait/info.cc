@@ -91,8 +91,11 @@ int print_job(const Config& config) {
   for (int r = 0; r < b.size; ++r) mine += (r ? " " : "") + topo.provider[r];
   store->set("view/" + std::to_string(b.rank), mine);
   if (b.rank == 0) {
-    std::printf("%d rank(s) on %d host(s); fabric: %s\n", b.size, topo.hosts(),
-                fabric->capabilities().provider.c_str());
+    const int machines =
+        topo.machine_of.empty() ? 1 : *std::max_element(topo.machine_of.begin(), topo.machine_of.end()) + 1;
+    // Hosts simulated with PLAIT_HOST_ID, or network namespaces, share one machine's cores.
+    std::printf("%d rank(s) on %d host(s), %d machine(s); fabric: %s\n", b.size, topo.hosts(),
+                machines, fabric->capabilities().provider.c_str());
     std::printf("  %-5s %-5s %-60s %s\n", "rank", "host", "identity", "provider to rank 0..n-1");
     for (int r = 0; r < b.size; ++r) {
       std::string view = store->get_string("view/" + std::to_string(r), config.connect_timeout);
