@@ -143,7 +143,7 @@ double allreduce_double_binary_tree(const CollArgs& args, const CostParams& p) {
 // across hosts, the rank owning the most shards (ceil(s / smallest host's ranks) of m/s
 // each) runs one inter-host allreduce per shard, the one the builder picks, on the
 // inter link. A one-rank host copies its input instead of the intra phases.
-double allreduce_hierarchical(const CollArgs& args, const CostParams& p) {
+double allreduce_hierarchical_on_messages(const CollArgs& args, const CostParams& p) {
   const HostLayout hosts = host_layout(args);
   const int s = hosts.max_local();
   CollArgs level = args;
@@ -160,6 +160,35 @@ double allreduce_hierarchical(const CollArgs& args, const CostParams& p) {
                          ? allreduce_ring(level, inter)
                          : allreduce_recursive_doubling(level, inter);
   return intra + owned * one;
+}
+// With the intra-host stages on the hosts' segments (CollArgs::intra_on_segment): the
+// busiest host's reduce and broadcast there, and between them its first rank's allreduce of
+// the whole vector across hosts.
+double allreduce_hierarchical_on_segment(const CollArgs& args, const CostParams& p) {
+  const HostLayout hosts = host_layout(args);
+  CollArgs level;
+  level.size = hosts.max_local();
+  level.dtype = args.dtype;
+  level.count = args.count;
+  level.segment_slot_bytes = kCostedSegmentSlot;
+  level.op = CollOp::kReduce;
+  double cost = segment::segment_cost(level, p);
+  level.op = CollOp::kBroadcast;
+  cost += segment::segment_cost(level, p);
+  if (hosts.hosts() == 1) return cost;
+  level.op = CollOp::kAllreduce;
+  level.size = hosts.hosts();
+  level.segment_slot_bytes = 0;
+  level.chunk_count = args.chunk_count;
+  const CostParams inter = p.across_hosts();
+  return cost + (hierarchical_inter_ring(args, hosts.hosts(), args.count)
+                     ? allreduce_ring(level, inter)
+                     : allreduce_recursive_doubling(level, inter));
+}
+double allreduce_hierarchical(const CollArgs& args, const CostParams& p) {
+  const double on_messages = allreduce_hierarchical_on_messages(args, p);
+  return args.host_segments ? std::min(on_messages, allreduce_hierarchical_on_segment(args, p))
+                            : on_messages;
 }
 bool hierarchical_applies(const CollArgs& args) {
   // One rank per host leaves nothing to do within hosts: the plain algorithms cover it.
@@ -376,6 +405,12 @@ const AlgorithmInfo* find_algorithm(CollOp op, Algorithm algorithm) {
     if (info.op == op && info.algorithm == algorithm) return &info;
   }
   return nullptr;
+}
+
+bool hierarchical_intra_on_segment(const CollArgs& args, const CostParams& params) {
+  return args.host_segments && hierarchical_applies(args) &&
+         allreduce_hierarchical_on_segment(args, params) <
+             allreduce_hierarchical_on_messages(args, params);
 }
 
 bool hierarchical_inter_ring(const CollArgs& args, int hosts, size_t count) {

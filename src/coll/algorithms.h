@@ -66,4 +66,13 @@ std::vector<Algorithm> algorithms_for(CollOp op);
 // matching steps, while measured parameters are per process and may differ.
 bool hierarchical_inter_ring(const CollArgs& args, int hosts, size_t count);
 
+// Whether a hierarchical allreduce of this shape runs its intra-host stages on the hosts'
+// collective segments (CollArgs::intra_on_segment): only where every host has one
+// (CollArgs::host_segments) and the model finds it cheaper than ring phases over messages.
+// `params` must be the same on every rank (the job's, which rank 0 publishes).
+bool hierarchical_intra_on_segment(const CollArgs& args, const CostParams& params);
+// The slot size the model assumes for host segments: each host sizes its own, and the
+// choice above must not depend on which host decides.
+inline constexpr uint64_t kCostedSegmentSlot = 64 << 10;
+
 }  // namespace plait::coll

@@ -15,7 +15,8 @@ CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_
                        std::vector<int> fabric_rank, WaitPolicy policy,
                        std::chrono::microseconds spin_time, bool oversubscribed,
                        std::chrono::milliseconds abort_limit,
-                       std::unique_ptr<segment::CollectiveSegment> segment)
+                       std::unique_ptr<segment::CollectiveSegment> segment,
+                       std::vector<int> segment_members)
     : fabric_(std::move(fabric)),
       cq_(fabric_->create_cq()),
       comm_id_(comm_id),
@@ -30,6 +31,14 @@ CommEngine::CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_
       segment_(std::move(segment)),
       control_buf_(kControlBytes) {
   for (size_t r = 0; r < fabric_rank_.size(); ++r) comm_rank_[fabric_rank_[r]] = static_cast<int>(r);
+  if (segment_ && !segment_members.empty() &&
+      segment_members.size() != fabric_rank_.size()) {
+    host_segment_ = true;
+    for (int member : segment_members) segment_fabric_rank_.push_back(fabric_rank_[member]);
+    segment_comm_rank_ = std::move(segment_members);
+  } else {
+    segment_fabric_rank_ = fabric_rank_;
+  }
   post_control_recv();
   thread_ = std::thread([this] { loop(); });
 }
@@ -141,22 +150,22 @@ void CommEngine::run_available_unguarded(bool check_time) {
       start_next_collective();
       progressed = true;
     }
-    if (active_ && !active_->schedule && segment_run_.progress()) progressed = true;
+    if (active_ && active_->on_segment && segment_run_.progress()) progressed = true;
     transport::Completion c;
     if (active_ && active_done()) {
       // A peer's failure seen on the segment: its abort notice, sent before it left, may be
       // waiting in the queue, and it says why (the failure only says that it left).
-      if (!active_->schedule && segment_run_.error()) {
+      if (active_->on_segment && segment_run_.error()) {
         poll_cq_as_driver();
         while (active_ && cq_->poll(&c)) dispatch(c);
       }
-      if (active_) finish_collective();
+      if (active_ && (active_error() || !start_next_stage(*active_))) finish_collective();
       continue;
     }
     // A collective on the segment needs no completion: while only it runs, or nothing does,
     // a driver looks at the queue (and the provider polled through it) every 16th pass.
     // The engine thread looks whenever it is woken: a completion may be what woke it.
-    if (driving_ && (!active_ || !active_->schedule) && p2p_.empty() && (++passes_ & 15) != 0) {
+    if (driving_ && (!active_ || active_->on_segment) && p2p_.empty() && (++passes_ & 15) != 0) {
       if (!progressed) break;
       continue;
     }
@@ -239,7 +248,7 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
                         .seq = static_cast<int64_t>(call.seq)};
   };
   const bool on_segment = call.algorithm->algorithm == Algorithm::kShm;
-  if (on_segment && !segment_) {
+  if (on_segment && (!segment_ || host_segment_)) {
     call.work->finish(std::make_shared<const Error>(invalid_usage(
         "the shm algorithm needs a collective segment, and this communicator has none (its "
         "ranks are on several hosts, or PLAIT_SHM_COLL=off)",
@@ -259,8 +268,9 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
   // Active from here: if what follows throws, loop() fails this call's Work and aborts.
   active_ = std::move(active);
   ActiveCollective* run = active_.get();
-  Signature sig{.seq = call.seq, .op = call.args.op, .dtype = call.args.dtype,
-                .redop = call.args.redop, .root = op_has_root(call.args.op) ? call.args.root : -1};
+  Signature& sig = run->sig;
+  sig = Signature{.seq = call.seq, .op = call.args.op, .dtype = call.args.dtype,
+                  .redop = call.args.redop, .root = op_has_root(call.args.op) ? call.args.root : -1};
   switch (call.args.op) {
     case CollOp::kAllgatherv:
     case CollOp::kReduceScatterv:
@@ -269,45 +279,28 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
     case CollOp::kAlltoallv: sig.count = 0; break;
     default: sig.count = call.args.count;
   }
-  if (on_segment) return start_on_segment(*run, sig);
-  ExecPeers peers{.fabric = fabric_.get(), .cq = cq_.get(), .fabric_rank = &fabric_rank_,
-                  .comm_id = comm_id_, .sent = &sent_, .received = &received_};
-  const size_t elem = dtype_size(call.args.dtype);
-  ExecBuffers buffers{.input = call.input, .output = call.output,
-                      .scratch = scratch(run->schedule->scratch_count * elem)};
-  if (spare_executor_) {
-    run->executor = std::move(spare_executor_);
-    run->executor->reset(*run->schedule, buffers, sig, peers, rank_, coll_context(call.seq));
-  } else {
-    run->executor = std::make_unique<ScheduleExecutor>(*run->schedule, buffers, sig, peers, rank_,
-                                                       coll_context(call.seq));
+  run->stage = Stage::kWhole;
+  run->on_segment = on_segment;
+  if (on_segment) return start_on_segment(*run, call.args, call.input, call.output);
+  if (call.args.intra_on_segment) {
+    // The host's ranks, numbered as the segment numbers them; the stages reduce to its
+    // first rank and broadcast from it.
+    CollArgs& host = run->host_args;
+    host.rank = segment_ ? segment_->rank() : 0;
+    host.size = segment_ ? segment_->size() : 1;
+    host.dtype = call.args.dtype;
+    host.redop = call.args.redop;
+    host.root = 0;
+    host.count = call.args.count;
+    host.in_place = call.args.in_place;
+    run->stage = Stage::kHostReduce;
+    if (segment_ && host_segment_) {
+      host.op = CollOp::kReduce;
+      return start_on_segment(*run, host, call.input, call.output);
+    }
+    run->stage = Stage::kAcrossHosts;  // alone on its host: the schedule copies
   }
-  run->executor->start();
-}
-
-void CommEngine::start_on_segment(ActiveCollective& run, const Signature& sig) {
-  CollectiveCall& call = *run.call;
-  segment_run_.start(segment_.get(), call.args, call.input, call.output, next_round_, sig,
-                     {.fabric = fabric_.get(), .fabric_rank = &fabric_rank_});
-  next_round_ += segment_run_.rounds();
-  segment_run_.progress();
-}
-
-bool CommEngine::active_done() const {
-  return active_->schedule ? active_->executor->done() : segment_run_.done();
-}
-
-const std::shared_ptr<const Error>& CommEngine::active_error() const {
-  return active_->schedule ? active_->executor->error() : segment_run_.error();
-}
-
-std::string CommEngine::active_waiting_for() const {
-  return active_->schedule ? active_->executor->waiting_for() : segment_run_.waiting_for();
-}
-
-int CommEngine::active_waited_peer() const {
-  return active_->schedule ? active_->executor->first_waited_peer()
-                           : segment_run_.first_waited_peer();
+  start_executor(*run);
 }
 
 void CommEngine::finish_collective() {
@@ -361,7 +354,8 @@ void CommEngine::post(std::unique_ptr<PointToPointCall> call) {
 void CommEngine::dispatch(const transport::Completion& c) {
   const uint64_t kind = c.context >> kKindShift;
   if (kind == kCollContext) {
-    if (!active_ || !active_->schedule) return;  // a stale completion of an earlier, failed one
+    // A stale completion of an earlier, failed one, or of none running on the fabric now.
+    if (!active_ || active_->on_segment || !active_->executor) return;
     if (((c.context >> 32) & kGenerationMask) != (active_->call->seq & kGenerationMask)) return;
     active_->executor->on_completion(c);
     return;

@@ -62,12 +62,15 @@ struct PointToPointCall {
 class CommEngine final : public WorkDriver {
  public:
   // `abort_limit`: how long abort() waits for the thread driving the engine to carry it out.
-  // `segment`: the communicator's collective segment (all ranks on one host), or null; the
-  // "shm" algorithms run over it.
+  // `segment`: a collective segment, or null. Over every rank (`segment_members` empty: all
+  // ranks on one host) the "shm" algorithms run over it; over this rank's host only
+  // (`segment_members`: the host's communicator ranks in segment order) the hierarchical
+  // allreduce runs its intra-host stages there (CollArgs::intra_on_segment).
   CommEngine(std::shared_ptr<transport::Fabric> fabric, uint32_t comm_id, int rank,
              std::vector<int> fabric_rank, WaitPolicy policy, std::chrono::microseconds spin_time,
              bool oversubscribed, std::chrono::milliseconds abort_limit,
-             std::unique_ptr<segment::CollectiveSegment> segment = nullptr);
+             std::unique_ptr<segment::CollectiveSegment> segment = nullptr,
+             std::vector<int> segment_members = {});
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
@@ -96,12 +99,18 @@ class CommEngine final : public WorkDriver {
   int fabric_rank(int comm_rank) const { return fabric_rank_[comm_rank]; }
 
  private:
-  // Runs on the collective segment (segment_run_) when `schedule` is null, else on
-  // `executor` over the fabric.
+  // Runs on the collective segment (segment_run_) or on `executor` over the fabric; a
+  // hierarchical allreduce with its intra-host stages on a host segment runs on both, one
+  // stage after the other (Stage).
+  enum class Stage : uint8_t { kWhole, kHostReduce, kAcrossHosts, kHostBroadcast };
   struct ActiveCollective {
     std::unique_ptr<CollectiveCall> call;
-    std::shared_ptr<const Schedule> schedule;
+    std::shared_ptr<const Schedule> schedule;  // null: the shm algorithm
     std::unique_ptr<ScheduleExecutor> executor;
+    Stage stage = Stage::kWhole;
+    bool on_segment = false;  // the current stage runs on segment_run_
+    Signature sig;
+    CollArgs host_args;  // the host stages' shape: the host's ranks, numbered as the segment
     // Armed by the first deadline check (a call that ends sooner never reads the clock).
     bool deadline_armed = false;
     Deadline deadline{Clock::time_point::max()};
@@ -126,7 +135,12 @@ class CommEngine final : public WorkDriver {
   void take_submissions();
   void start_next_collective();
   void start_collective(std::unique_ptr<CollectiveCall> call);
-  void start_on_segment(ActiveCollective& run, const Signature& sig);
+  void start_on_segment(ActiveCollective& run, const CollArgs& args, void* input, void* output);
+  void start_executor(ActiveCollective& run);
+  // A staged run's next stage that has work for this rank; false when none is left.
+  bool start_next_stage(ActiveCollective& run);
+  // Whether peers may wait for a flag of ours in the active collective (end_driving).
+  bool active_owes_peers() const;
   void finish_collective();
   // The active collective's run, whichever kind it is.
   bool active_done() const;
@@ -215,6 +229,9 @@ class CommEngine final : public WorkDriver {
   std::vector<char> scratch_;
   ScheduleCache schedules_;
   std::unique_ptr<segment::CollectiveSegment> segment_;  // null: no "shm" algorithms
+  bool host_segment_ = false;  // segment_ spans this rank's host only, not every rank
+  // Segment rank -> fabric rank, and -> communicator rank (names in errors).
+  std::vector<int> segment_fabric_rank_, segment_comm_rank_;
   segment::SegmentRun segment_run_;  // the active collective's, when it runs on the segment
   uint64_t next_round_ = 1;          // the segment's rounds, counted alike on every rank
   bool driving_ = false;     // a thread that will poll holds drive_mu_ (begin_driving)

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "coll/communicator_impl.h"
+#include "coll/segment/segment_setup.h"
 #include "coll/tags.h"
 #include "core/log.h"
 
@@ -130,11 +131,12 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   for (int m : topology_->machine_of) local_ranks += m == topology_->machine_of[me] ? 1 : 0;
   const bool oversubscribed =
       local_ranks > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Members on one host share a segment for collectives without messages, unless the user
-  // wants messages only (PLAIT_SHM_COLL=off, or every peer over tcp: a test of that path).
-  std::unique_ptr<segment::CollectiveSegment> seg;
+  // Members on one host share a segment for collectives without messages (on several
+  // hosts, each host's members share one), unless the user wants messages only
+  // (PLAIT_SHM_COLL=off, or every peer over tcp: a test of that path).
+  segment::SegmentPlan seg;
   const int members = static_cast<int>(fabric_rank.size());
-  if (host_of_.empty() && members >= 2 && config_.shm_coll != "off" && config_.transport != "tcp") {
+  if (members >= 2 && config_.shm_coll != "off" && config_.transport != "tcp") {
     // Rounds of 64 KiB keep a round's data in cache and overlap one rank's copy with
     // another's reduction. With more ranks than cores every round also waits for a rank to
     // get a core (a scheduling turn, not a flag's 0.3 us): 1 MiB rounds take 16x fewer.
@@ -142,15 +144,15 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
     const size_t slot = config_.shm_coll_slot     ? config_.shm_coll_slot
                         : oversubscribed ? size_t{1} << 20
                                          : size_t{64} << 10;
-    seg = segment::CollectiveSegment::attach(rank, members, *store_,
-                                             "collective_segment/" + std::to_string(comm_id),
-                                             slot,
-                                             Deadline::after(config_.connect_timeout));
-    if (seg) segment_slot_bytes_ = seg->slot_bytes();
+    seg = segment::attach_segments(rank, members, host_of_, *store_,
+                                   "collective_segment/" + std::to_string(comm_id), slot,
+                                   Deadline::after(config_.connect_timeout));
+    if (seg.segment && host_of_.empty()) segment_slot_bytes_ = seg.segment->slot_bytes();
+    host_segments_ = seg.host_segments;
   }
   engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
                                          config_.wait_policy, config_.spin_time, oversubscribed,
-                                         timeout_, std::move(seg));
+                                         timeout_, std::move(seg.segment), std::move(seg.members));
 }
 
 // Work::wait() without an argument outlasts the operation's own deadline a little, so the
@@ -225,6 +227,8 @@ CommunicatorImpl::Call CommunicatorImpl::begin_call(CollOp op, DataType dtype, R
   args.ps_roots = config_.ps_roots;
   if (!host_of_.empty() || !args.host_of.empty()) args.host_of = host_of_;  // one host: none
   args.segment_slot_bytes = segment_slot_bytes_;
+  args.host_segments = host_segments_;
+  args.intra_on_segment = false;  // the selection's to say (enqueue)
   return Call{std::move(call), args};
 }
 
@@ -305,6 +309,7 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   std::lock_guard lock(mu_);
   const Selection& selection = select(call->args, opts.algorithm);
   call->algorithm = selection.info;
+  call->args.intra_on_segment = selection.intra_on_segment;
   call->seq = seq_++;
   size_t total = call->args.count * elem;
   call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(),

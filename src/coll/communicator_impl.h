@@ -97,6 +97,7 @@ class CommunicatorImpl : public Communicator {
   std::chrono::milliseconds timeout_;
   CostParams cost_;
   uint64_t segment_slot_bytes_ = 0;  // nonzero: the engine has a collective segment
+  bool host_segments_ = false;       // CollArgs::host_segments
   std::mutex mu_;  // orders calls: sequence numbers follow issue order
   uint64_t seq_ = 0;
   std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged

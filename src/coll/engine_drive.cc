@@ -42,14 +42,14 @@ void CommEngine::end_driving(bool lend) {
   driving_ = polling_cq_ = false;
   // With no round in progress nobody rings us, whatever we asked: the next round starts in
   // a thread that asks again (a driver, or the engine thread before its pass).
-  if (!segment_ || !active_ || active_->schedule || active_done()) return;
+  if (!segment_ || !active_ || !active_->on_segment || active_done()) return;
   if (lend && policy_ != WaitPolicy::kBlock) {
     // The caller waits next, and polls. If its peers may wait for it meanwhile (a later
     // round, a flag not raised yet), they ring the engine thread only after a grace period:
     // an asynchronous call, not waited for, goes on in the background.
     poll_credit_ = true;
     ++credits_lent_;
-    if (segment_run_.owes_peers())
+    if (active_owes_peers())
       ring_after((Clock::now() + spin_time_).time_since_epoch().count());
     return;
   }
@@ -186,7 +186,7 @@ Clock::time_point CommEngine::drive(const WorkImpl& work, std::chrono::milliseco
     // progress thread (it moves rendezvous data), which may share our core: yield now and
     // then. A collective on the segment needs no other thread: only after a long spin (1024
     // passes), so that a short wait, the common case, makes no system call.
-    const bool segment_only = active_ && !active_->schedule && p2p_.empty();
+    const bool segment_only = active_ && active_->on_segment && p2p_.empty();
     if (oversubscribed_ || (i & (segment_only ? 1023 : 63)) == 0)
       sched_yield();
     else

@@ -169,6 +169,13 @@ struct CollArgs {
   // Nonzero: the communicator has a collective segment over all its ranks, with slots of
   // this many bytes (Algorithm::kShm applies, and is costed by its rounds).
   uint64_t segment_slot_bytes = 0;
+  // Ranks on several hosts, and every host of two or more ranks has a collective segment
+  // over them: the hierarchical allreduce may run its intra-host stages there.
+  bool host_segments = false;
+  // The hierarchical allreduce runs them there (the selection decides, alike on every rank):
+  // a reduce to each host's first rank on its segment, an allreduce among those first ranks
+  // (the schedule), and a broadcast on the segment. Else they are ring phases over messages.
+  bool intra_on_segment = false;
 };
 
 }  // namespace plait::coll

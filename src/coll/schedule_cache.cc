@@ -25,7 +25,7 @@ bool ScheduleCache::Key::same(const AlgorithmInfo* other_algorithm, const CollAr
          a.in_place == b.in_place && a.chunk_count == b.chunk_count &&
          a.ps_roots == b.ps_roots && a.counts == b.counts && a.displs == b.displs &&
          a.send_counts == b.send_counts && a.send_displs == b.send_displs &&
-         a.host_of == b.host_of;
+         a.host_of == b.host_of && a.intra_on_segment == b.intra_on_segment;
 }
 
 size_t ScheduleCache::KeyHash::operator()(const Key& k) const {
@@ -42,6 +42,7 @@ size_t ScheduleCache::KeyHash::operator()(const Key& k) const {
   mix(h, a.send_displs);
   mix(h, a.host_of.size());
   for (int host : a.host_of) mix(h, static_cast<size_t>(host));
+  mix(h, static_cast<size_t>(a.intra_on_segment));
   return h;
 }
 

@@ -46,16 +46,27 @@ Selection forced(const CollArgs& args, const std::string& name, const std::strin
 
 }  // namespace
 
+// The hierarchical allreduce's own choice: where its intra-host stages run.
+Selection with_stages(Selection s, const CollArgs& args, const CostParams& params) {
+  if (s.info->algorithm == Algorithm::kHierarchical && hierarchical_intra_on_segment(args, params)) {
+    s.intra_on_segment = true;
+    s.reason += "; within hosts on their collective segments";
+  }
+  return s;
+}
+
 Selection select_algorithm(const CollArgs& args, const std::string& call_choice,
                            const Config& config, const CostParams& params) {
   if (!call_choice.empty() && call_choice != "auto")
-    return forced(args, call_choice, "the call's algorithm option '" + call_choice + "'");
+    return with_stages(
+        forced(args, call_choice, "the call's algorithm option '" + call_choice + "'"), args,
+        params);
   std::string op_name(to_string(args.op));
   auto it = config.algo.find(op_name);
   if (it != config.algo.end() && !it->second.empty() && it->second != "auto") {
     std::string var = "PLAIT_ALGO_" + op_name;
     std::transform(var.begin(), var.end(), var.begin(), ::toupper);
-    return forced(args, it->second, var + "=" + it->second);
+    return with_stages(forced(args, it->second, var + "=" + it->second), args, params);
   }
 
   struct Candidate {
@@ -85,7 +96,7 @@ Selection select_algorithm(const CollArgs& args, const std::string& call_choice,
     std::snprintf(buf, sizeof buf, "%.1f", candidates[i].cost);
     why << (i ? " < " : " ") << to_string(candidates[i].info->algorithm) << " " << buf << " us";
   }
-  return {candidates.front().info, why.str()};
+  return with_stages({candidates.front().info, why.str()}, args, params);
 }
 
 }  // namespace plait::coll

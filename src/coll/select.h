@@ -17,6 +17,7 @@ namespace plait::coll {
 struct Selection {
   const AlgorithmInfo* info = nullptr;
   std::string reason;  // "forced by PLAIT_ALGO_ALLREDUCE=ring", "cost model: ring 812 us < ..."
+  bool intra_on_segment = false;  // CollArgs::intra_on_segment for this call
 };
 
 // Throws Error(kInvalidUsage) when a forced algorithm does not exist for the op or does not

@@ -212,7 +212,8 @@ std::vector<SettingRow> make_rows() {
        [](const Config& c, const std::string&) { return c.shm_cma; }},
       {{"PLAIT_SHM_COLL", enum_type(kShmCollModes), "auto",
         "Collectives in a segment shared by a communicator's ranks when all share a host "
-        "(the shm algorithm); off = messages only"},
+        "(the shm algorithm), or by each host's ranks (the hierarchical allreduce's stages "
+        "within hosts); off = messages only"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.shm_coll = kShmCollModes[parse_choice(n, v, kShmCollModes)];
        },

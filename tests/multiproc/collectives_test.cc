@@ -327,10 +327,16 @@ TEST_P(CollectiveSweep, EveryCollectiveAndAlgorithmMatchesTheReference) {
   // Small segment slots: the counts below take several rounds and split reductions there.
   std::map<std::string, std::string> env = {{"PLAIT_TIMEOUT", "120000"},
                                             {"PLAIT_SHM_COLL_SLOT", "4K"}};
-  if (transport == "mixed")
+  if (transport == "mixed") {
     env["PLAIT_TEST_HOSTS"] = "2";
-  else
+  } else if (transport == "mixed_messages") {
+    // No host segments: the hierarchical allreduce's intra-host stages are ring phases
+    // over messages at every count (with them, only large counts are).
+    env["PLAIT_TEST_HOSTS"] = "2";
+    env["PLAIT_SHM_COLL"] = "off";
+  } else {
     env["PLAIT_TRANSPORT"] = transport;
+  }
   JobResult r = run_job(np, "sweep", env, 900);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("0 failed"), std::string::npos) << r.output;
@@ -351,6 +357,10 @@ INSTANTIATE_TEST_SUITE_P(Shm, CollectiveSweep,
 INSTANTIATE_TEST_SUITE_P(Mixed, CollectiveSweep,
                          ::testing::Combine(::testing::Values(4, 5),
                                             ::testing::Values("mixed")),
+                         sweep_name);
+INSTANTIATE_TEST_SUITE_P(MixedMessages, CollectiveSweep,
+                         ::testing::Combine(::testing::Values(5),
+                                            ::testing::Values("mixed_messages")),
                          sweep_name);
 
 }  // namespace

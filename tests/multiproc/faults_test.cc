@@ -58,6 +58,9 @@ struct DeathNotice {
   const char* transport;
   const char* pattern;  // a regex
   const char* count = nullptr;  // elements per allreduce (PLAIT_TEST_COUNT), default 1M
+  // Two simulated hosts (ranks 0, 2 and 1, 3) and the hierarchical allreduce: rank 2 dies
+  // in its host's segment stage, while rank 0 waits for its flag there.
+  bool two_hosts = false;
 };
 
 void PrintTo(const DeathNotice& notice, std::ostream* os) { *os << notice.transport; }
@@ -66,10 +69,14 @@ class KilledRank : public ::testing::TestWithParam<DeathNotice> {};
 
 TEST_P(KilledRank, EverySurvivorNamesTheDeadRank) {
   const DeathNotice notice = GetParam();
-  auto results = spawn_ranks(4, {0, 1, 2, 3}, "killed_rank", [&](int) {
+  auto results = spawn_ranks(4, {0, 1, 2, 3}, "killed_rank", [&](int rank) {
     std::map<std::string, std::string> env{{"PLAIT_TIMEOUT", "60000"},
                                            {"PLAIT_TRANSPORT", notice.transport}};
     if (notice.count) env["PLAIT_TEST_COUNT"] = notice.count;
+    if (notice.two_hosts) {
+      env["PLAIT_HOST_ID"] = "h" + std::to_string(rank % 2);
+      env["PLAIT_ALGO_ALLREDUCE"] = "hierarchical";
+    }
     return env;
   });
   for (const auto& r : results) {
@@ -99,7 +106,14 @@ INSTANTIATE_TEST_SUITE_P(
                     "rank 2 failed while this rank waited for it to [a-z ]+ round [0-9]+ of [0-9]+ "
                     "of allreduce #[0-9]+ .* over the collective segment: rank 2 \\(pid [0-9]+\\) "
                     "died without shutting down its fabric",
-                    "64"}),
+                    "64"},
+        // The same within one host of two, in the hierarchical allreduce's reduce to rank 0
+        // there; the other host's ranks learn it from rank 0's abort notice.
+        DeathNotice{"host_segment", "auto",
+                    "rank 2 failed while this rank waited for it to [a-z ]+ round [0-9]+ of [0-9]+ "
+                    "of allreduce #[0-9]+ .* over the collective segment: rank 2 \\(pid [0-9]+\\) "
+                    "died without shutting down its fabric",
+                    "64", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 int mismatch_child(const char* kind) {

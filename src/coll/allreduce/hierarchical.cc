@@ -15,6 +15,12 @@
 // as hierarchical_inter_ring decides. With chunk_count set every phase is chunked and the
 // builder's hazard tracking chains them chunk by chunk: a shard chunk leaves the host as
 // soon as it is reduced within it. With host_of empty (one host) this is a ring allreduce.
+//
+// With CollArgs::intra_on_segment the intra-host phases are not steps at all: the engine
+// reduces into each host's first rank over the host's collective segment before this
+// schedule runs and broadcasts from it afterwards. The schedule is then the allreduce of the
+// whole vector, in the output, among those first ranks (a lone rank copies its input there
+// first), and empty for every other rank.
 #include "coll/algorithms.h"
 #include "coll/builders.h"
 #include "coll/hosts.h"
@@ -41,6 +47,19 @@ Schedule build_allreduce_hierarchical(const CollArgs& args) {
 
   const Group local{hosts.ranks[static_cast<size_t>(my_host)],
                     hosts.local[static_cast<size_t>(me)]};
+  if (args.intra_on_segment) {
+    if (local.pos != 0) return std::move(b).finish();
+    if (s == 1 && !args.in_place) b.copy(in_slice({0, args.count}), out_slice({0, args.count}));
+    Group firsts;
+    for (int h = 0; h < hosts.hosts(); ++h) firsts.ranks.push_back(hosts.ranks[static_cast<size_t>(h)][0]);
+    firsts.pos = my_host;
+    const Slice data = out_slice({0, args.count});
+    if (hierarchical_inter_ring(args, hosts.hosts(), data.count))
+      ring_allreduce_in_place(b, firsts, data);
+    else
+      recursive_doubling_allreduce_in_place(b, firsts, data);
+    return std::move(b).finish();
+  }
   if (s == 1) {
     b.copy(in_slice({0, args.count}), out_slice({0, args.count}));
   } else {

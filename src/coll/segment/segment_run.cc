@@ -150,17 +150,18 @@ void SegmentRun::note_blocked(int rank) {
   if (!health_.fabric) return;
   const int fabric_rank = (*health_.fabric_rank)[static_cast<size_t>(rank)];
   if (!health_.fabric->peer_failed(fabric_rank)) return;
-  fail(remote_error("rank " + std::to_string(rank) + " failed while this rank waited for it to " +
+  fail(remote_error("rank " + std::to_string(comm_rank(rank)) + " failed while this rank waited for it to " +
                         std::string(blocked_what_) + " " + waiting_round() + ": " +
                         health_.fabric->peer_failure(fabric_rank),
-                    {.rank = args_->rank, .peer = rank}));
+                    {.rank = comm_rank(args_->rank), .peer = comm_rank(rank)}));
 }
 
 bool SegmentRun::signature_ok(int rank) {
   const uint64_t round = first_round_ + index_;
   const uint64_t theirs = seg_->control(rank).signature[round % 2].load(std::memory_order_relaxed);
   if (theirs == signature_) return true;
-  fail(invalid_usage(mismatch_message(sig_, theirs, rank), {.rank = args_->rank, .peer = rank}));
+  fail(invalid_usage(mismatch_message(sig_, theirs, comm_rank(rank)),
+                     {.rank = comm_rank(args_->rank), .peer = comm_rank(rank)}));
   return false;
 }
 
@@ -282,7 +283,7 @@ std::string SegmentRun::waiting_round() const {
 
 std::string SegmentRun::waiting_for() const {
   if (blocked_on_ < 0) return "nothing (" + waiting_round() + ")";
-  return "rank " + std::to_string(blocked_on_) + " to " + blocked_what_ + " " + waiting_round();
+  return "rank " + std::to_string(comm_rank(blocked_on_)) + " to " + blocked_what_ + " " + waiting_round();
 }
 
 }  // namespace plait::coll::segment

@@ -34,10 +34,13 @@
 
 namespace plait::coll::segment {
 
-// A ranks' health as the communicator's fabric sees it.
+// Who the segment's ranks are: their health as the communicator's fabric sees it, and the
+// names errors give them. A segment over one host of a larger communicator numbers that
+// host's ranks 0.. (segment ranks); errors name communicator ranks.
 struct PeerHealthView {
   const transport::Fabric* fabric = nullptr;
-  const std::vector<int>* fabric_rank = nullptr;  // communicator rank -> fabric rank
+  const std::vector<int>* fabric_rank = nullptr;  // segment rank -> fabric rank
+  const std::vector<int>* comm_rank = nullptr;    // segment rank -> communicator rank; null: same
 };
 
 class SegmentRun {
@@ -57,7 +60,8 @@ class SegmentRun {
   // What the run waits for, e.g. "rank 2 to arrive at round 3 of 4 (allreduce over the
   // collective segment)".
   std::string waiting_for() const;
-  int first_waited_peer() const { return blocked_on_; }
+  // The communicator rank it waits for, or -1.
+  int first_waited_peer() const { return blocked_on_ < 0 ? -1 : comm_rank(blocked_on_); }
   // Whether a peer may still be waiting for a flag of this rank's run: a later round, or
   // this one's arrive or share of a split reduction not published yet. A run that owes
   // nothing finishes in whichever thread looks next, however late, and holds nobody up.
@@ -86,6 +90,9 @@ class SegmentRun {
   void fail(Error error);
   std::string waiting_round() const;
 
+  int comm_rank(int segment_rank) const {
+    return health_.comm_rank ? (*health_.comm_rank)[static_cast<size_t>(segment_rank)] : segment_rank;
+  }
   // This round reduces in parts (one per rank) rather than every rank reducing it all.
   bool split() const;
 
