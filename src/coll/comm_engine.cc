@@ -75,10 +75,7 @@ void CommEngine::submit(std::unique_ptr<CollectiveCall> call) {
         // Nothing runs: a collective on the segment starts here, without the run queue and
         // the pass around it (the queue's completions are the engine thread's or the next
         // driver's). A small one is over when this returns.
-        guarded([&] {
-          start_collective(std::move(call));
-          if (active_ && active_done() && !segment_run_.error()) finish_collective();
-        });
+        guarded([&] { start_on_segment_now(std::move(call)); });
       } else {
         queued_.push_back(std::move(call));
         run_available(/*check_time=*/false);  // the drivers' passes and the engine thread's do
@@ -268,17 +265,7 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
   // Active from here: if what follows throws, loop() fails this call's Work and aborts.
   active_ = std::move(active);
   ActiveCollective* run = active_.get();
-  Signature& sig = run->sig;
-  sig = Signature{.seq = call.seq, .op = call.args.op, .dtype = call.args.dtype,
-                  .redop = call.args.redop, .root = op_has_root(call.args.op) ? call.args.root : -1};
-  switch (call.args.op) {
-    case CollOp::kAllgatherv:
-    case CollOp::kReduceScatterv:
-      for (size_t c : call.args.counts) sig.count += c;
-      break;
-    case CollOp::kAlltoallv: sig.count = 0; break;
-    default: sig.count = call.args.count;
-  }
+  run->sig = signature_of(call);
   run->stage = Stage::kWhole;
   run->on_segment = on_segment;
   if (on_segment) return start_on_segment(*run, call.args, call.input, call.output);

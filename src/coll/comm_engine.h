@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include "coll/work_impl.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/futex_mutex.h"
 #include "transport/fabric.h"
 
 namespace plait::coll {
@@ -136,6 +138,10 @@ class CommEngine final : public WorkDriver {
   void start_next_collective();
   void start_collective(std::unique_ptr<CollectiveCall> call);
   void start_on_segment(ActiveCollective& run, const CollArgs& args, void* input, void* output);
+  // A shm collective submitted with nothing running: starts in the caller, and ends there
+  // without an ActiveCollective when the flags allow at once (its peers arrived first).
+  void start_on_segment_now(std::unique_ptr<CollectiveCall> call);
+  static Signature signature_of(const CollectiveCall& call);
   void start_executor(ActiveCollective& run);
   // A staged run's next stage that has work for this rank; false when none is left.
   bool start_next_stage(ActiveCollective& run);
@@ -192,7 +198,7 @@ class CommEngine final : public WorkDriver {
   const std::chrono::milliseconds abort_limit_;
 
   // Held by whoever runs the engine; never held while sleeping (see the top of this file).
-  std::mutex drive_mu_;
+  FutexMutex drive_mu_;
   std::atomic<std::thread::id> driver_{};  // the thread holding drive_mu_, for re-entry checks
   // More ranks on this host than cores: a spinning driver yields often, so that the peer it
   // waits for gets the core.

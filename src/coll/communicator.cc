@@ -155,16 +155,6 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
                                          timeout_, std::move(seg.segment), std::move(seg.members));
 }
 
-// Work::wait() without an argument outlasts the operation's own deadline a little, so the
-// engine's precise error (what it still waited for, from whom) arrives first.
-std::chrono::milliseconds CommunicatorImpl::wait_limit(std::chrono::milliseconds op_timeout) {
-  return op_timeout + std::chrono::seconds(5);
-}
-
-std::chrono::milliseconds CommunicatorImpl::timeout_for(const CallOptions& opts) const {
-  return opts.timeout.count() > 0 ? opts.timeout : timeout_;
-}
-
 void CommunicatorImpl::check_root(int root, const char* op) const {
   if (root < 0 || root >= size())
     throw invalid_usage("root " + std::to_string(root) + " out of range for " +
@@ -172,17 +162,12 @@ void CommunicatorImpl::check_root(int root, const char* op) const {
                         {.rank = rank(), .op = op});
 }
 
-size_t CommunicatorImpl::checked_elems(size_t count, size_t times, DataType dtype,
+void CommunicatorImpl::throw_too_large(size_t count, size_t times, DataType dtype,
                                        const char* op) const {
-  size_t elems = 0, bytes = 0;
-  if (__builtin_mul_overflow(count, times, &elems) ||
-      __builtin_mul_overflow(elems, dtype_size(dtype), &bytes) ||
-      bytes > static_cast<size_t>(PTRDIFF_MAX))
-    throw invalid_usage("count " + std::to_string(count) +
-                            (times == 1 ? "" : " x " + std::to_string(times)) + " elements of " +
-                            std::string(to_string(dtype)) + " do not fit in memory (byte size overflows)",
-                        {.rank = rank(), .op = op});
-  return elems;
+  throw invalid_usage("count " + std::to_string(count) +
+                          (times == 1 ? "" : " x " + std::to_string(times)) + " elements of " +
+                          std::string(to_string(dtype)) + " do not fit in memory (byte size overflows)",
+                      {.rank = rank(), .op = op});
 }
 
 size_t CommunicatorImpl::checked_sum(const std::vector<size_t>& counts, DataType dtype,
@@ -195,12 +180,10 @@ size_t CommunicatorImpl::checked_sum(const std::vector<size_t>& counts, DataType
   return checked_elems(total, 1, dtype, op);
 }
 
-void CommunicatorImpl::check_buffer(const void* p, size_t elems, const char* what,
-                                    const char* op) const {
-  if (p == nullptr && elems > 0)
-    throw invalid_usage(std::string(what) + " buffer is null but holds " +
-                            std::to_string(elems) + " elements",
-                        {.rank = rank(), .op = op});
+void CommunicatorImpl::throw_null_buffer(size_t elems, const char* what, const char* op) const {
+  throw invalid_usage(std::string(what) + " buffer is null but holds " + std::to_string(elems) +
+                          " elements",
+                      {.rank = rank(), .op = op});
 }
 
 CommunicatorImpl::Call CommunicatorImpl::begin_call(CollOp op, DataType dtype, ReduceOp redop,
@@ -280,7 +263,6 @@ const Selection& CommunicatorImpl::select(const CollArgs& args, const std::strin
 
 WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   const size_t elem = dtype_size(c.args.dtype);
-  const std::string_view op_name = to_string(c.args.op);
   const size_t chunk_bytes = config_.chunk_bytes ? config_.chunk_bytes : 1 << 20;
   // Element sizes are powers of two: a shift, where a division would cost tens of cycles.
   c.args.chunk_count = std::max<size_t>(1, chunk_bytes >> std::countr_zero(elem));
@@ -291,7 +273,7 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
   size_t temp_bytes = 0;
   if (c.input == nullptr) temp_bytes += c.input_elems * elem;
   if (c.output == nullptr) temp_bytes += c.output_elems * elem;
-  call->temp.reset(temp_bytes > 0 ? new char[temp_bytes] : nullptr);
+  if (temp_bytes > 0) call->temp.reset(new char[temp_bytes]);  // recycled calls have none
   char* temp = call->temp.get();
   static char kEmpty[8];  // a valid address for zero-length slices; never written
   auto stand_in = [&](size_t elems) -> char* {
@@ -307,7 +289,12 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
 
   // Held through submit(): sequence numbers follow issue order.
   std::lock_guard lock(mu_);
-  const Selection& selection = select(call->args, opts.algorithm);
+  // "auto" compares as the empty choice: the string compare of every call is then a size
+  // check (a memcmp of constant length is inlined; std::string's == calls the library's).
+  static const std::string kAuto;
+  const std::string& choice = opts.algorithm;
+  const bool is_auto = choice.size() == 4 && std::memcmp(choice.data(), "auto", 4) == 0;
+  const Selection& selection = select(call->args, is_auto ? kAuto : choice);
   call->algorithm = selection.info;
   call->args.intra_on_segment = selection.intra_on_segment;
   call->seq = seq_++;
@@ -324,12 +311,12 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
           .insert({static_cast<int>(call->args.op), static_cast<int>(call->args.dtype),
                    call->args.count, static_cast<int>(selection.info->algorithm)})
           .second) {
-    log(LogLevel::kInfo, op_name, " #", call->seq, " (count ", call->args.count, ", ",
+    log(LogLevel::kInfo, to_string(call->args.op), " #", call->seq, " (count ", call->args.count, ", ",
         to_string(call->args.dtype), ", ", size(), " ranks): ", to_string(selection.info->algorithm),
         ", ", selection.reason);
   }
   if (info && log_enabled(LogLevel::kDebug))
-    log(LogLevel::kDebug, op_name, " #", call->seq, ": ", to_string(selection.info->algorithm));
+    log(LogLevel::kDebug, to_string(call->args.op), " #", call->seq, ": ", to_string(selection.info->algorithm));
   call->work->set_driver(engine_);
   WorkPtr work = call->work;
   engine_->submit(std::move(call));

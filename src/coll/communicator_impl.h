@@ -11,6 +11,7 @@
 #include "coll/comm_engine.h"
 #include "coll/select.h"
 #include "core/config.h"
+#include "core/futex_mutex.h"
 #include "plait/communicator.h"
 
 namespace plait::coll {
@@ -79,14 +80,35 @@ class CommunicatorImpl : public Communicator {
   void check_root(int root, const char* op) const;
   // count * times elements of dtype; throws kInvalidUsage when their byte size overflows (a
   // wrapped product would size every buffer and message wrongly).
-  size_t checked_elems(size_t count, size_t times, DataType dtype, const char* op) const;
+  // Inline: every call checks, and the checks cost a few instructions where the call did.
+  size_t checked_elems(size_t count, size_t times, DataType dtype, const char* op) const {
+    size_t elems = 0, bytes = 0;
+    if (__builtin_mul_overflow(count, times, &elems) ||
+        __builtin_mul_overflow(elems, dtype_size(dtype), &bytes) ||
+        bytes > static_cast<size_t>(PTRDIFF_MAX)) [[unlikely]]
+      throw_too_large(count, times, dtype, op);
+    return elems;
+  }
   // The sum of per-rank counts, checked likewise.
   size_t checked_sum(const std::vector<size_t>& counts, DataType dtype, const char* op) const;
   int64_t draw_comm_id();
   Error comm_ids_exhausted(const char* op) const;
-  void check_buffer(const void* p, size_t elems, const char* what, const char* op) const;
-  std::chrono::milliseconds timeout_for(const CallOptions& opts) const;
-  static std::chrono::milliseconds wait_limit(std::chrono::milliseconds op_timeout);
+  void check_buffer(const void* p, size_t elems, const char* what, const char* op) const {
+    if (p == nullptr && elems > 0) [[unlikely]]
+      throw_null_buffer(elems, what, op);
+  }
+  [[noreturn, gnu::cold]] void throw_too_large(size_t count, size_t times, DataType dtype,
+                                               const char* op) const;
+  [[noreturn, gnu::cold]] void throw_null_buffer(size_t elems, const char* what,
+                                                 const char* op) const;
+  std::chrono::milliseconds timeout_for(const CallOptions& opts) const {
+    return opts.timeout.count() > 0 ? opts.timeout : timeout_;
+  }
+  // Work::wait() without an argument outlasts the operation's own deadline a little, so the
+  // engine's precise error (what it still waited for, from whom) arrives first.
+  static std::chrono::milliseconds wait_limit(std::chrono::milliseconds op_timeout) {
+    return op_timeout + std::chrono::seconds(5);
+  }
 
   std::shared_ptr<const transport::FabricTopology> topology_;  // of the whole fabric
   std::vector<int> host_of_;  // per member: host index (CollArgs::host_of); empty: one host
@@ -98,7 +120,7 @@ class CommunicatorImpl : public Communicator {
   CostParams cost_;
   uint64_t segment_slot_bytes_ = 0;  // nonzero: the engine has a collective segment
   bool host_segments_ = false;       // CollArgs::host_segments
-  std::mutex mu_;  // orders calls: sequence numbers follow issue order
+  FutexMutex mu_;  // orders calls: sequence numbers follow issue order
   uint64_t seq_ = 0;
   std::set<std::tuple<int, int, size_t, int>> logged_;  // (op, dtype, count, algo) already logged
   // (op, dtype, redop, root, count, in_place, the call's algorithm choice) -> selection

@@ -4,6 +4,7 @@
 // first rank, that rank's allreduce across hosts, broadcast).
 #include "coll/comm_engine.h"
 #include "coll/engine_internal.h"
+#include "core/reduce.h"
 
 namespace plait::coll {
 
@@ -26,6 +27,49 @@ void CommEngine::start_executor(ActiveCollective& run) {
                                                        coll_context(call.seq));
   }
   run.executor->start();
+}
+
+Signature CommEngine::signature_of(const CollectiveCall& call) {
+  Signature sig{.seq = call.seq, .op = call.args.op, .dtype = call.args.dtype,
+                .redop = call.args.redop, .root = op_has_root(call.args.op) ? call.args.root : -1};
+  switch (call.args.op) {
+    case CollOp::kAllgatherv:
+    case CollOp::kReduceScatterv:
+      for (size_t c : call.args.counts) sig.count += c;
+      break;
+    case CollOp::kAlltoallv: sig.count = 0; break;
+    default: sig.count = call.args.count;
+  }
+  return sig;
+}
+
+void CommEngine::start_on_segment_now(std::unique_ptr<CollectiveCall> call) {
+  // Anything unusual (an abort, no segment over every rank) takes the general path, which
+  // reports it.
+  if (abort_error_ || !segment_ || host_segment_) return start_collective(std::move(call));
+  CollectiveCall& c = *call;
+  const Signature sig = signature_of(c);
+  segment_run_.start(segment_.get(), c.args, c.input, c.output, next_round_, sig,
+                     {.fabric = fabric_.get(), .fabric_rank = &segment_fabric_rank_});
+  next_round_ += segment_run_.rounds();
+  segment_run_.progress();
+  if (segment_run_.done() && !segment_run_.error()) {
+    if (c.avg_data && c.avg_count > 0) scale_divide(c.args.dtype, c.avg_data, c.avg_count, c.args.size);
+    c.work->finish(nullptr);
+    recycle(std::move(call));
+    return;
+  }
+  // Left in progress (or failed: the next pass takes the abort notice first): it becomes the
+  // active collective, as start_collective() would have made it.
+  std::unique_ptr<ActiveCollective> active =
+      spare_active_ ? std::move(spare_active_) : std::make_unique<ActiveCollective>();
+  active->call = std::move(call);
+  active->deadline_armed = false;
+  active->deadline = Deadline(Clock::time_point::max());
+  active->sig = sig;
+  active->stage = Stage::kWhole;
+  active->on_segment = true;
+  active_ = std::move(active);
 }
 
 void CommEngine::start_on_segment(ActiveCollective& run, const CollArgs& args, void* input,

@@ -4,24 +4,6 @@
 
 namespace plait::coll {
 
-std::string_view to_string(CollOp op) {
-  switch (op) {
-    case CollOp::kAllreduce: return "allreduce";
-    case CollOp::kReduce: return "reduce";
-    case CollOp::kBroadcast: return "broadcast";
-    case CollOp::kAllgather: return "allgather";
-    case CollOp::kAllgatherv: return "allgatherv";
-    case CollOp::kReduceScatter: return "reduce_scatter";
-    case CollOp::kReduceScatterv: return "reduce_scatterv";
-    case CollOp::kAlltoall: return "alltoall";
-    case CollOp::kAlltoallv: return "alltoallv";
-    case CollOp::kGather: return "gather";
-    case CollOp::kScatter: return "scatter";
-    case CollOp::kBarrier: return "barrier";
-  }
-  return "?";
-}
-
 std::string_view to_string(Algorithm algo) {
   switch (algo) {
     case Algorithm::kAuto: return "auto";

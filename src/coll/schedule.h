@@ -18,8 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plait/types.h"
@@ -40,7 +42,15 @@ enum class CollOp : uint8_t {
   kScatter,
   kBarrier,
 };
-std::string_view to_string(CollOp op);  // "allreduce", "reduce_scatter", ...
+// "allreduce", "reduce_scatter", ...; inline: every call's Work is labelled with it.
+inline std::string_view to_string(CollOp op) {
+  static constexpr std::string_view kNames[] = {"allreduce",  "reduce",          "broadcast",
+                                         "allgather",  "allgatherv",      "reduce_scatter",
+                                         "reduce_scatterv", "alltoall",   "alltoallv",
+                                         "gather",     "scatter",         "barrier"};
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
 
 enum class Algorithm : uint8_t {
   kAuto,

@@ -3,33 +3,9 @@
 #include <sstream>
 
 namespace plait::coll {
-namespace {
-
-constexpr int kCountBits = 20, kRootBits = 13, kRedopBits = 3, kDtypeBits = 4, kOpBits = 4,
-              kSeqBits = 20;
-constexpr uint64_t mask(int bits) { return (uint64_t{1} << bits) - 1; }
-
-}  // namespace
-
-bool op_has_root(CollOp op) {
-  return op == CollOp::kReduce || op == CollOp::kBroadcast || op == CollOp::kGather ||
-         op == CollOp::kScatter;
-}
-
-bool op_reduces(CollOp op) {
-  return op == CollOp::kAllreduce || op == CollOp::kReduce || op == CollOp::kReduceScatter ||
-         op == CollOp::kReduceScatterv;
-}
-
-uint64_t Signature::pack() const {
-  uint64_t w = seq & mask(kSeqBits);
-  w = (w << kOpBits) | (static_cast<uint64_t>(op) & mask(kOpBits));
-  w = (w << kDtypeBits) | (static_cast<uint64_t>(dtype) & mask(kDtypeBits));
-  w = (w << kRedopBits) | (static_cast<uint64_t>(redop) & mask(kRedopBits));
-  w = (w << kRootBits) | (static_cast<uint64_t>(root + 1) & mask(kRootBits));
-  w = (w << kCountBits) | (count & mask(kCountBits));
-  return w;
-}
+using signature_bits::kCountBits, signature_bits::kRootBits, signature_bits::kRedopBits,
+    signature_bits::kDtypeBits, signature_bits::kOpBits, signature_bits::kSeqBits,
+    signature_bits::mask;
 
 Signature Signature::unpack(uint64_t w) {
   Signature s;

@@ -16,6 +16,12 @@
 
 namespace plait::coll {
 
+namespace signature_bits {
+constexpr int kCountBits = 20, kRootBits = 13, kRedopBits = 3, kDtypeBits = 4, kOpBits = 4,
+              kSeqBits = 20;
+constexpr uint64_t mask(int bits) { return (uint64_t{1} << bits) - 1; }
+}  // namespace signature_bits
+
 struct Signature {
   uint64_t seq = 0;
   CollOp op = CollOp::kAllreduce;
@@ -24,7 +30,17 @@ struct Signature {
   int root = -1;     // -1: the op has no root
   uint64_t count = 0;
 
-  uint64_t pack() const;
+  // Inline: every collective packs its own, once per call.
+  uint64_t pack() const {
+    using namespace signature_bits;
+    uint64_t w = seq & mask(kSeqBits);
+    w = (w << kOpBits) | (static_cast<uint64_t>(op) & mask(kOpBits));
+    w = (w << kDtypeBits) | (static_cast<uint64_t>(dtype) & mask(kDtypeBits));
+    w = (w << kRedopBits) | (static_cast<uint64_t>(redop) & mask(kRedopBits));
+    w = (w << kRootBits) | (static_cast<uint64_t>(root + 1) & mask(kRootBits));
+    w = (w << kCountBits) | (count & mask(kCountBits));
+    return w;
+  }
   static Signature unpack(uint64_t word);
   // "allreduce #5 (count 1024, f32, sum)" with the fields the op uses, as far as the wire
   // carries them.
@@ -34,7 +50,13 @@ struct Signature {
 // The error text for a message whose signature differs from ours, naming the differences.
 std::string mismatch_message(const Signature& mine, uint64_t theirs_packed, int peer);
 
-bool op_has_root(CollOp op);
-bool op_reduces(CollOp op);
+inline bool op_has_root(CollOp op) {
+  return op == CollOp::kReduce || op == CollOp::kBroadcast || op == CollOp::kGather ||
+         op == CollOp::kScatter;
+}
+inline bool op_reduces(CollOp op) {
+  return op == CollOp::kAllreduce || op == CollOp::kReduce || op == CollOp::kReduceScatter ||
+         op == CollOp::kReduceScatterv;
+}
 
 }  // namespace plait::coll

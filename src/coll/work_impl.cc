@@ -1,6 +1,9 @@
 #include "coll/work_impl.h"
 
 #include <algorithm>
+#include <climits>
+
+#include "core/futex.h"
 
 namespace plait::coll {
 
@@ -35,10 +38,16 @@ void WorkImpl::wait(std::chrono::milliseconds timeout) {
     return;
   }
   if (until == Clock::time_point{}) until = Clock::now() + limit;
-  std::unique_lock lock(mu_);
-  state_.fetch_or(kWatched, std::memory_order_acq_rel);
-  const bool finished = cv_.wait_until(lock, until, [&] { return done(); });
-  if (!finished) {
+  // Sleeps while the word still says "not done, a sleeper": finish() sets kDone before it
+  // wakes, so a wake-up between our look and our sleep is never lost.
+  uint32_t state = state_.fetch_or(kSleeping, std::memory_order_acq_rel) | kSleeping;
+  while ((state & kDone) == 0) {
+    const auto left = until - Clock::now();
+    if (left <= Clock::duration::zero()) break;
+    futex_wait(&state_, state, left);
+    state = state_.load(std::memory_order_acquire);
+  }
+  if (!done()) {
     throw timeout_error("Timed out after " + std::to_string(timeout.count()) +
                             " ms waiting for " + description() +
                             " (it is still pending; its own deadline aborts the communicator)",
@@ -76,15 +85,17 @@ void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t byt
   error_ = std::move(error);
   source_ = source;
   bytes_ = bytes;
-  if ((state_.fetch_or(kDone, std::memory_order_acq_rel) & kWatched) == 0) return;
+  const uint32_t before = state_.fetch_or(kDone, std::memory_order_acq_rel);
+  if ((before & (kWatched | kSleeping)) == 0) return;
+  // The caller holds a reference (the engine's call), so the word outlives the wake-up.
+  if (before & kSleeping) futex_wake(&state_, INT_MAX);
+  if ((before & kWatched) == 0) return;
   std::vector<std::function<void()>> callbacks;
   {
-    // A sleeper is in cv_.wait (the lock is free only then) or sees kDone before it sleeps;
-    // a callback registered after this sees kDone and runs at once.
+    // A callback registered after this sees kDone and runs at once.
     std::lock_guard lock(mu_);
     callbacks.swap(callbacks_);
   }
-  cv_.notify_all();
   // Outside the lock: a callback may read the outcome (error(), source()).
   for (auto& callback : callbacks) callback();
 }

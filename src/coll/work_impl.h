@@ -3,11 +3,11 @@
 //
 // Waiting drives: a thread in wait() or test() first lends itself to the engine (see
 // WorkDriver), so under the spin and hybrid wait policies the operation completes in the
-// waiting thread without a wake-up hop; the condition variable is the fallback for the rest.
+// waiting thread without a wake-up hop; a futex on the Work's state word is the fallback for
+// the rest (a condition variable would cost its construction and destruction on every call).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -85,12 +85,12 @@ class WorkImpl : public Work {
   const int rank_;
   std::weak_ptr<WorkDriver> driver_;
   // kDone: the outcome below is final (written before the flag, read after it). kWatched: a
-  // thread sleeps on cv_ or a callback waits in callbacks_ (set under mu_), so finish()
-  // takes mu_; a Work nobody waits on, a small collective's as a rule, never locks.
-  static constexpr uint32_t kDone = 1, kWatched = 2;
+  // callback waits in callbacks_ (set under mu_), so finish() takes mu_. kSleeping: a thread
+  // sleeps on this word (a futex), so finish() wakes it. A Work nobody waits on, a small
+  // collective's as a rule, takes no lock and makes no system call.
+  static constexpr uint32_t kDone = 1, kWatched = 2, kSleeping = 4;
   std::atomic<uint32_t> state_{0};
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::shared_ptr<const Error> error_;
   int source_ = -1;
   size_t bytes_ = 0;

@@ -64,23 +64,22 @@ void read_level_from_env() {
        "PLAIT_LOG='" + value + "' is not one of error|warn|info|debug; using warn");
 }
 
-// Read on every log() call, including the per-call path's debug lines: a relaxed load once
-// the environment has been read, not a call_once.
+
+}  // namespace
+
+namespace log_detail {
+
+// Read on every log() call, including the per-call path's lines: a relaxed load once the
+// environment has been read, not a call_once.
 std::atomic<int> level_cache{-1};
 
-LogLevel current_level() {
-  int level = level_cache.load(std::memory_order_relaxed);
-  if (level >= 0) return static_cast<LogLevel>(level);
+LogLevel read_level() {
   std::call_once(level_once, read_level_from_env);
   level_cache.store(static_cast<int>(level_from_env), std::memory_order_relaxed);
   return level_from_env;
 }
 
-}  // namespace
-
-bool log_enabled(LogLevel level) {
-  return static_cast<int>(level) <= static_cast<int>(current_level());
-}
+}  // namespace log_detail
 
 void log_line(LogLevel level, const std::string& text) {
   if (static_cast<int>(level) < 0 || static_cast<int>(level) > 3) level = LogLevel::kError;

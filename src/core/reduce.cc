@@ -155,7 +155,7 @@ namespace {
 // A few elements summed in place of the table's kernel, whose dispatch (type, op, ISA,
 // checks) costs more than the sum itself: an 8-byte allreduce is mostly such a call.
 // Elementwise like the kernels, so the results are theirs bit for bit (integers wrap).
-constexpr size_t kTinyCount = 8;
+constexpr size_t kTinyCount = kFewElements;
 
 template <typename T, typename Wide = T>
 void sum_tiny(void* dst, const void* a, const void* b, size_t count) {
@@ -181,6 +181,20 @@ bool reduce_tiny(DataType dtype, ReduceOp op, void* dst, const void* a, const vo
 }
 
 }  // namespace
+
+CombineFn combine_kernel(DataType dtype, ReduceOp op, bool few) {
+  const size_t t = dtype_index(dtype, "reduce"), o = op_index(op, "reduce");
+  if (few && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
+    switch (dtype) {
+      case DataType::kF32: return sum_tiny<float>;
+      case DataType::kF64: return sum_tiny<double>;
+      case DataType::kI32: return sum_tiny<uint32_t>;
+      case DataType::kI64: return sum_tiny<uint64_t>;
+      default: break;
+    }
+  }
+  return active_kernels().combine[t][o];
+}
 
 void reduce_into(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b,
                  size_t count) {

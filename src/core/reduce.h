@@ -18,4 +18,13 @@ void reduce_into(DataType dtype, ReduceOp op, void* dst, const void* a, const vo
 // data[i] /= divisor (integer division for integer dtypes); the last step of kAvg.
 void scale_divide(DataType dtype, void* data, size_t count, int divisor);
 
+// The kernel reduce_into() would run, resolved once for callers that combine many times (a
+// collective's every round): dst[i] = a[i] (op) b[i], dst may alias a or b, any count, no
+// checks. `few`: the calls carry at most kFewElements elements, where a plain loop beats the
+// vector kernels' setup (the results are the same, bit for bit). Throws kInvalidUsage for an
+// unknown dtype or op.
+using CombineFn = void (*)(void* dst, const void* a, const void* b, size_t count);
+inline constexpr size_t kFewElements = 8;
+CombineFn combine_kernel(DataType dtype, ReduceOp op, bool few);
+
 }  // namespace plait

@@ -11,23 +11,12 @@
 #include <ctime>
 
 #include "core/cpu_relax.h"
+#include "core/futex.h"
 
 namespace plait::transport {
 namespace {
 
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex needs a plain word");
-
 uint32_t* futex_word(std::atomic<uint32_t>* a) { return reinterpret_cast<uint32_t*>(a); }
-
-// Sleeps while *word == expected, at most `ns`; spurious returns are fine (callers re-check).
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds ns) {
-  timespec ts{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
-  ::syscall(SYS_futex, futex_word(word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
-}
-
-void futex_wake(std::atomic<uint32_t>* word, int count) {
-  ::syscall(SYS_futex, futex_word(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
-}
 
 // Sleeps while *mine == mine_seen (a private word) and *shared == shared_seen (a word in a
 // shared mapping), at most `ns`. futex_waitv (Linux 5.16) waits on both in one call; where

@@ -110,16 +110,12 @@ class CollectiveSegment {
   int size() const { return static_cast<int>(g_.ranks); }
   uint64_t slot_bytes() const { return g_.slot_bytes; }
 
-  RankControl& control(int rank) const {
-    return reinterpret_cast<RankControl*>(segment_.base() + g_.control_offset)[rank];
-  }
-  RankControl& own() const { return control(rank_); }
+  RankControl& control(int rank) const { return controls_[rank]; }
+  RankControl& own() const { return controls_[rank_]; }
   char* input(int rank, uint64_t round) const {
-    return segment_.base() + g_.input_offset + (static_cast<uint64_t>(rank) * 2 + round % 2) * g_.slot_bytes;
+    return inputs_ + (static_cast<uint64_t>(rank) * 2 + round % 2) * g_.slot_bytes;
   }
-  char* output(uint64_t round) const {
-    return segment_.base() + g_.output_offset + (round % 2) * g_.slot_bytes;
-  }
+  char* output(uint64_t round) const { return outputs_ + (round % 2) * g_.slot_bytes; }
 
   // Who a published flag of `round` can unblock: ranks still in that round (arrive,
   // reduced), or ranks that want to reuse its buffers two rounds later (done).
@@ -131,7 +127,7 @@ class CollectiveSegment {
   void wake_sleepers(uint64_t round, Waiters waiters) const {
     for (uint32_t r = 0; r < g_.ranks; ++r) {
       if (static_cast<int>(r) == rank_) continue;
-      const RankControl& c = control(static_cast<int>(r));
+      const RankControl& c = controls_[r];
       if (c.sleeping.load(std::memory_order_seq_cst) == 0) continue;
       const int64_t after = c.ring_after.load(std::memory_order_seq_cst);
       if (after != kRingNever) ring_if_waiting(static_cast<int>(r), after, round, waiters);
@@ -140,7 +136,12 @@ class CollectiveSegment {
 
  private:
   CollectiveSegment(int rank, transport::shm::Segment segment, const Geometry& g)
-      : rank_(rank), segment_(std::move(segment)), g_(g) {}
+      : rank_(rank),
+        segment_(std::move(segment)),
+        g_(g),
+        controls_(reinterpret_cast<RankControl*>(segment_.base() + g_.control_offset)),
+        inputs_(segment_.base() + g_.input_offset),
+        outputs_(segment_.base() + g_.output_offset) {}
   // Every rank: says it has mapped the segment; rank 0 waits for all, then unlinks it.
   static std::unique_ptr<CollectiveSegment> finish_attach(int rank, int size, Store& store,
                                                           const std::string& key,
@@ -154,6 +155,10 @@ class CollectiveSegment {
   int rank_;
   transport::shm::Segment segment_;
   Geometry g_;
+  // Where the geometry puts each area in our mapping: every flag and slot access uses them.
+  RankControl* controls_;
+  char* inputs_;
+  char* outputs_;
 };
 
 }  // namespace plait::coll::segment

@@ -44,6 +44,16 @@ void SegmentRun::start(CollectiveSegment* seg, const CollArgs& args, void* input
   out_ = static_cast<char*>(output);
   elem_ = dtype_size(args.dtype);
   redop_ = args.redop == ReduceOp::kAvg ? ReduceOp::kSum : args.redop;  // divided afterwards
+  if (args.op == CollOp::kAllreduce || args.op == CollOp::kReduce ||
+      args.op == CollOp::kReduceScatter) {
+    const bool few = args.count <= kFewElements;
+    if (!combine_ || args.dtype != combine_dtype_ || redop_ != combine_op_ || few != combine_few_) {
+      combine_ = combine_kernel(args.dtype, redop_, few);
+      combine_dtype_ = args.dtype;
+      combine_op_ = redop_;
+      combine_few_ = few;
+    }
+  }
   sig_ = signature;
   signature_ = signature.pack();
   health_ = health;
@@ -68,7 +78,6 @@ bool SegmentRun::owes_peers() const {
   return phase_ == Phase::kGather && split();  // `reduced` comes after the gather
 }
 
-bool SegmentRun::split() const { return splits(*args_, count_ * elem_, seg_->slot_bytes()); }
 
 void SegmentRun::begin_round() {
   offset_ = static_cast<size_t>(index_) * chunk_;
@@ -207,8 +216,9 @@ void SegmentRun::reduce_slots(char* dst, size_t at, size_t n) const {
     std::memcpy(dst, seg_->input(0, round) + at, n * elem_);
     return;
   }
-  reduce_into(args_->dtype, redop_, dst, seg_->input(0, round) + at, seg_->input(1, round) + at, n);
-  for (int q = 2; q < args_->size; ++q) reduce_inplace(args_->dtype, redop_, dst, seg_->input(q, round) + at, n);
+  if (n == 0) return;
+  combine_(dst, seg_->input(0, round) + at, seg_->input(1, round) + at, n);
+  for (int q = 2; q < args_->size; ++q) combine_(dst, dst, seg_->input(q, round) + at, n);
 }
 
 void SegmentRun::consume() {

@@ -29,6 +29,7 @@
 #include "coll/schedule.h"
 #include "coll/segment/collective_segment.h"
 #include "coll/signature.h"
+#include "core/reduce.h"
 #include "plait/error.h"
 #include "transport/fabric.h"
 
@@ -94,7 +95,10 @@ class SegmentRun {
     return health_.comm_rank ? (*health_.comm_rank)[static_cast<size_t>(segment_rank)] : segment_rank;
   }
   // This round reduces in parts (one per rank) rather than every rank reducing it all.
-  bool split() const;
+  // Inline, two ranks first: they never split, and every round asks.
+  bool split() const {
+    return args_->size > 2 && splits(*args_, count_ * elem_, seg_->slot_bytes());
+  }
 
   CollectiveSegment* seg_ = nullptr;
   const CollArgs* args_ = nullptr;  // the call's, which outlives the run
@@ -102,6 +106,12 @@ class SegmentRun {
   char* out_ = nullptr;
   size_t elem_ = 0;
   ReduceOp redop_ = ReduceOp::kSum;
+  // The reduction's kernel, resolved when the dtype, op or size class changes (a loop of
+  // collectives resolves it once).
+  CombineFn combine_ = nullptr;
+  DataType combine_dtype_ = DataType::kF32;
+  ReduceOp combine_op_ = ReduceOp::kSum;
+  bool combine_few_ = false;
   uint64_t signature_ = 0;
   Signature sig_;
   PeerHealthView health_;
