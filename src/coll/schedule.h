@@ -44,10 +44,10 @@ enum class CollOp : uint8_t {
 };
 // "allreduce", "reduce_scatter", ...; inline: every call's Work is labelled with it.
 inline std::string_view to_string(CollOp op) {
-  static constexpr std::string_view kNames[] = {"allreduce",  "reduce",          "broadcast",
-                                         "allgather",  "allgatherv",      "reduce_scatter",
-                                         "reduce_scatterv", "alltoall",   "alltoallv",
-                                         "gather",     "scatter",         "barrier"};
+  static constexpr std::string_view kNames[] = {
+      "allreduce", "reduce", "broadcast", "allgather", "allgatherv", "reduce_scatter",
+      "reduce_scatterv", "alltoall", "alltoallv", "gather", "scatter", "barrier"};
+  static_assert(std::size(kNames) == static_cast<size_t>(CollOp::kBarrier) + 1);
   const auto i = static_cast<size_t>(op);
   return i < std::size(kNames) ? kNames[i] : "?";
 }
