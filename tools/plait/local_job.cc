@@ -368,12 +368,17 @@ std::vector<int> plan_binding(const std::string& bind, int nranks) {
   return cpu;
 }
 
-int launch_local_job(int nranks, const std::vector<std::string>& command) {
+LocalJobOptions local_job_from_env(int nranks, std::vector<std::string> command) {
   LocalJobOptions options;
   options.nranks = nranks;
-  options.command = command;
+  options.command = std::move(command);
   options.grace = grace_from_env();
-  return run_local_job(options);
+  options.bind = bind_from_env();
+  return options;
+}
+
+int launch_local_job(int nranks, const std::vector<std::string>& command) {
+  return run_local_job(local_job_from_env(nranks, command));
 }
 
 }  // namespace plait::cli

@@ -34,6 +34,10 @@ struct LocalJobOptions {
   std::string bind = Config{}.run_bind;
 };
 
+// A job's options as `plait bench -n` and `plait tune -n` start it: PLAIT_RUN_GRACE_S and
+// PLAIT_BIND from the environment, as `plait run` reads them.
+LocalJobOptions local_job_from_env(int nranks, std::vector<std::string> command);
+
 // The CPU each rank is bound to (-1: not bound), from the launcher's own affinity mask.
 std::vector<int> plan_binding(const std::string& bind, int nranks);
 
