@@ -65,7 +65,9 @@ class PollingScope {
 
 PolicyCompletionQueue::PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time,
                                              InlineProgress* inline_progress)
-    : policy_(policy), spin_time_(spin_time), inline_(inline_progress) {}
+    : policy_(policy), spin_time_(spin_time), inline_(inline_progress) {
+  policy_queue_ = this;
+}
 
 // Both wake under the lock: a consumer may take the completion (or see the interrupt) and
 // destroy the queue right away, so nothing may touch the queue after the lock is released.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "core/futex_mutex.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "transport/fabric.h"
@@ -79,7 +80,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   const std::chrono::microseconds spin_time_;
   InlineProgress* const inline_;
 
-  std::mutex mu_;
+  FutexMutex mu_;
   RingQueue<Completion> items_;
   // Lets spinners and poll() see "empty" without taking the lock.
   std::atomic<size_t> count_{0};

@@ -86,9 +86,15 @@ struct Completion {
   bool ok() const { return error == nullptr; }
 };
 
+class PolicyCompletionQueue;
+
 class CompletionQueue {
  public:
   virtual ~CompletionQueue() = default;
+  // The fabrics' own queue behind this interface, or null for another implementation:
+  // providers need it on every operation, and a dynamic_cast cost ~85 instructions there.
+  PolicyCompletionQueue* policy_queue() const { return policy_queue_; }
+
   // Non-blocking: takes one completion if there is one.
   virtual bool poll(Completion* out) = 0;
   // Waits (per the fabric's wait policy: spin, block, hybrid) until a completion is there or
@@ -118,6 +124,9 @@ class CompletionQueue {
   // progress pass did something (bytes of a large message came in, say). A hybrid waiter
   // keeps spinning while it grows: its budget is for a quiet wait, not for a transfer.
   virtual uint64_t activity() const = 0;
+
+ protected:
+  PolicyCompletionQueue* policy_queue_ = nullptr;  // set by PolicyCompletionQueue
 };
 
 class MemoryRegion {

@@ -14,6 +14,8 @@
 #include <memory_resource>
 #include <mutex>
 
+#include "core/futex_mutex.h"
+
 namespace plait::transport {
 
 // Not thread-safe: its owner guards it (as TagMatcher and OpTable do with their lock).
@@ -83,7 +85,7 @@ class SynchronizedFreeListResource final : public std::pmr::memory_resource {
     return this == &other;
   }
 
-  std::mutex mu_;
+  FutexMutex mu_;
   FreeListResource blocks_;  // guarded by mu_
 };
 

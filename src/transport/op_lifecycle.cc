@@ -12,7 +12,7 @@ OpLifecycle::OpLifecycle(int rank, int size, std::string provider, std::string n
 
 PolicyCompletionQueue* OpLifecycle::checked_cq(CompletionQueue* cq, const char* what) const {
   if (!cq) throw invalid_usage(std::string(what) + ": null completion queue", {.rank = rank_});
-  auto* q = dynamic_cast<PolicyCompletionQueue*>(cq);
+  PolicyCompletionQueue* q = cq->policy_queue();
   if (!q)
     throw invalid_usage(std::string(what) + ": completion queue was not created by a fabric",
                         {.rank = rank_});

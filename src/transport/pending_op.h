@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/futex_mutex.h"
 #include "plait/error.h"
 #include "transport/completion_claim.h"
 #include "transport/completion_queue.h"
@@ -105,7 +106,7 @@ class OpTable {
 
   // Room for a node of the map (link, key, OpRef, cached hash).
   static constexpr size_t kNodeBytes = 64;
-  mutable std::mutex mu_;
+  mutable FutexMutex mu_;
   // Before the map: its nodes come from this pool, guarded by mu_ like the map, so that
   // adding and erasing an op does not call the global allocator once the pool is warm.
   FreeListResource pool_{kNodeBytes};
@@ -117,7 +118,7 @@ class OpTable {
 // later fail with the same reason.
 struct PeerHealth {
   std::atomic<bool> failed{false};
-  mutable std::mutex mu;
+  mutable FutexMutex mu;
   std::string failure;  // guarded by mu
 
   // Records the failure; false if the peer had already failed (the first reason stays).

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/futex_mutex.h"
 #include "transport/fabric.h"
 #include "transport/free_list_resource.h"
 
@@ -211,7 +212,7 @@ class TagMatcher {
   // their last reference drops, hence the lock of its own), and the provider must drop the
   // ones it holds (a socket reader's Incoming) before the matcher goes.
   SynchronizedFreeListResource entry_pool_{kEntryBytes};
-  mutable std::mutex mu_;
+  mutable FutexMutex mu_;
   // Before the lists: the pool must outlive their nodes. Guarded by mu_ like the lists.
   FreeListResource pool_{kNodeBytes};
   std::pmr::list<OpRef> posted_{&pool_};

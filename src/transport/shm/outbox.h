@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/futex_mutex.h"
 #include "transport/memory_registry.h"
 #include "transport/shm/layout.h"
 #include "transport/pending_op.h"
@@ -75,7 +76,7 @@ class Outbox {
   static size_t next_bytes(const Pending& item);
   void report(const std::vector<OpRef>& sent);
 
-  std::mutex mu_;
+  FutexMutex mu_;
   RingWriter ring_;                   // guarded by mu_
   std::deque<Pending> backlog_;       // guarded by mu_
   std::atomic<size_t> backlog_size_{0};

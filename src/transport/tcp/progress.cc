@@ -216,7 +216,7 @@ void TcpFabric::shutdown_streams() {
   // are partly written finish from a copy, the rest are dropped.
   {
     std::vector<OpRef> pending = ops_.select([](const Op&) { return true; });
-    std::vector<std::unique_lock<std::mutex>> held;
+    std::vector<std::unique_lock<FutexMutex>> held;
     for (auto& peer : peers_)
       if (peer)
         for (auto& s : peer->streams) held.push_back(s->lock_sending());

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/futex_mutex.h"
 #include "core/socket.h"
 #include "transport/memory_registry.h"
 #include "transport/ring_queue.h"
@@ -120,7 +121,7 @@ class Stream {
   // wire continues from a private copy of its payload, so the stream stays in sync without
   // reading the cancelled op's memory after cancel() returns. Unstarted frames of finished
   // ops are dropped by the writer.
-  std::unique_lock<std::mutex> lock_sending() { return std::unique_lock(mu_); }
+  std::unique_lock<FutexMutex> lock_sending() { return std::unique_lock(mu_); }
   void keep_started_frame_locked();
 
   // --- receiving, under the fabric's rx lock ---
@@ -150,7 +151,7 @@ class Stream {
   const int index_;
   std::shared_mutex* user_memory_guard_;
 
-  std::mutex mu_;
+  FutexMutex mu_;
   RingQueue<Frame> queue_;  // guarded by mu_
   bool sending_ = true;      // guarded by mu_
   int send_error_ = 0;       // guarded by mu_

@@ -108,7 +108,7 @@ void TcpFabric::cancel(CompletionQueue* cq) {
   {
     // With every stream's sending side held, no frame of these ops is being written while
     // they are marked finished; the one partly written frame per stream keeps a copy.
-    std::vector<std::unique_lock<std::mutex>> held;
+    std::vector<std::unique_lock<FutexMutex>> held;
     for (auto& peer : peers_)
       if (peer)
         for (auto& s : peer->streams) held.push_back(s->lock_sending());

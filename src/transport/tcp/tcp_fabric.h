@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/futex_mutex.h"
 #include "core/socket.h"
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
@@ -170,7 +171,7 @@ class TcpFabric final : public Fabric,
   std::atomic<bool> broken_stream_{false};  // a caller's write broke a stream
   // One reader of the sockets at a time: the progress thread, or a caller polling inline
   // (try-lock). Guards every stream's receiving side, ready_ and the Peer fields above.
-  std::mutex rx_mu_;
+  FutexMutex rx_mu_;
   std::vector<Stream*> ready_;  // streams with data left after their read budget; rx_mu_
   // !ready_.empty() as of the last serve(), readable without the lock: a poller that leaves
   // such streams behind wakes the progress thread (epoll will not report them again).
