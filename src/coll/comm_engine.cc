@@ -228,17 +228,25 @@ void CommEngine::start_next_collective() {
   start_collective(std::move(next));
 }
 
-void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
+std::unique_ptr<CommEngine::ActiveCollective> CommEngine::active_record(
+    std::unique_ptr<CollectiveCall> call) {
   std::unique_ptr<ActiveCollective> active =
       spare_active_ ? std::move(spare_active_) : std::make_unique<ActiveCollective>();
-  active->call = std::move(next);
+  active->call = std::move(call);
+  active->deadline_armed = false;
+  active->deadline = Deadline(Clock::time_point::max());
+  active->stage = Stage::kWhole;
+  active->on_segment = false;
+  return active;
+}
+
+void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
+  std::unique_ptr<ActiveCollective> active = active_record(std::move(next));
   CollectiveCall& call = *active->call;
   if (abort_error_) {
     call.work->finish(abort_error_);
     return;
   }
-  active->deadline_armed = false;
-  active->deadline = Deadline(Clock::time_point::max());
   // Only a failure needs the context (its string would cost every call).
   auto ctx = [&] {
     return ErrorContext{.rank = rank_, .op = std::string(to_string(call.args.op)),
@@ -266,7 +274,6 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
   active_ = std::move(active);
   ActiveCollective* run = active_.get();
   run->sig = signature_of(call);
-  run->stage = Stage::kWhole;
   run->on_segment = on_segment;
   if (on_segment) return start_on_segment(*run, call.args, call.input, call.output);
   if (call.args.intra_on_segment) {

@@ -137,6 +137,8 @@ class CommEngine final : public WorkDriver {
   void take_submissions();
   void start_next_collective();
   void start_collective(std::unique_ptr<CollectiveCall> call);
+  // The record of a collective about to run: the last one's memory when there is one.
+  std::unique_ptr<ActiveCollective> active_record(std::unique_ptr<CollectiveCall> call);
   void start_on_segment(ActiveCollective& run, const CollArgs& args, void* input, void* output);
   // A shm collective submitted with nothing running: starts in the caller, and ends there
   // without an ActiveCollective when the flags allow at once (its peers arrived first).

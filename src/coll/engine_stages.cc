@@ -61,15 +61,9 @@ void CommEngine::start_on_segment_now(std::unique_ptr<CollectiveCall> call) {
   }
   // Left in progress (or failed: the next pass takes the abort notice first): it becomes the
   // active collective, as start_collective() would have made it.
-  std::unique_ptr<ActiveCollective> active =
-      spare_active_ ? std::move(spare_active_) : std::make_unique<ActiveCollective>();
-  active->call = std::move(call);
-  active->deadline_armed = false;
-  active->deadline = Deadline(Clock::time_point::max());
-  active->sig = sig;
-  active->stage = Stage::kWhole;
-  active->on_segment = true;
-  active_ = std::move(active);
+  active_ = active_record(std::move(call));
+  active_->sig = sig;
+  active_->on_segment = true;
 }
 
 void CommEngine::start_on_segment(ActiveCollective& run, const CollArgs& args, void* input,

@@ -4,14 +4,6 @@
 #include <map>
 
 namespace plait::coll::segment {
-namespace {
-
-std::chrono::milliseconds left(const Deadline& deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at() - Clock::now());
-  return std::max(ms, std::chrono::milliseconds(1));
-}
-
-}  // namespace
 
 SegmentPlan attach_segments(int rank, int size, const std::vector<int>& host_of, Store& store,
                             const std::string& prefix, uint64_t slot_bytes,
@@ -38,7 +30,8 @@ SegmentPlan attach_segments(int rank, int size, const std::vector<int>& host_of,
   plan.host_segments = true;
   for (const auto& [host, ranks] : hosts) {
     if (ranks.size() < 2) continue;
-    if (store.get_string(key(host), left(deadline)) == "none") plan.host_segments = false;
+    const std::chrono::milliseconds left(std::max(1, deadline.remaining_ms()));
+    if (store.get_string(key(host), left) == "none") plan.host_segments = false;
   }
   return plan;
 }

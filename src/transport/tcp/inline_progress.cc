@@ -19,16 +19,14 @@
 //     takes over at once instead of after its check (a wake-up, paid only on the way to
 //     sleep, where the sleeper pays one anyway).
 //   - Under the block policy nobody polls and the thread never parks.
-#include <linux/futex.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <ctime>
 
+#include "core/futex.h"
 #include "core/log.h"
 #include "transport/tcp/tcp_fabric.h"
 
@@ -41,18 +39,6 @@ namespace {
 // allreduce; doubling up to 1 ms took 8 B np=4 from ~55 to ~48 us).
 constexpr auto kParkCheckMin = std::chrono::microseconds(200);
 constexpr auto kParkCheckMax = std::chrono::microseconds(1000);
-
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds ns) {
-  timespec ts{static_cast<time_t>(ns.count() / 1000000000),
-              static_cast<long>(ns.count() % 1000000000)};
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &ts,
-            nullptr, 0);
-}
-
-void futex_wake(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
-            nullptr, 0);
-}
 
 }  // namespace
 
@@ -124,7 +110,7 @@ bool TcpFabric::park() {
 void TcpFabric::unpark() {
   if (parked_.load(std::memory_order_seq_cst)) {
     park_word_.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake(&park_word_);
+    futex_wake(&park_word_, INT_MAX);
   }
 }
 
