@@ -168,31 +168,32 @@ void sum_tiny(void* dst, const void* a, const void* b, size_t count) {
   }
 }
 
+// The few-element sum for `dtype`, or null where only the table has a kernel.
+CombineFn tiny_sum(DataType dtype) {
+  switch (dtype) {
+    case DataType::kF32: return sum_tiny<float>;
+    case DataType::kF64: return sum_tiny<double>;
+    case DataType::kI32: return sum_tiny<uint32_t>;
+    case DataType::kI64: return sum_tiny<uint64_t>;
+    default: return nullptr;
+  }
+}
+
 bool reduce_tiny(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b,
                  size_t count) {
   if (op != ReduceOp::kSum || count == 0 || count > kTinyCount || !dst || !a || !b) return false;
-  switch (dtype) {
-    case DataType::kF32: sum_tiny<float>(dst, a, b, count); return true;
-    case DataType::kF64: sum_tiny<double>(dst, a, b, count); return true;
-    case DataType::kI32: sum_tiny<uint32_t>(dst, a, b, count); return true;
-    case DataType::kI64: sum_tiny<uint64_t>(dst, a, b, count); return true;
-    default: return false;
-  }
+  const CombineFn sum = tiny_sum(dtype);
+  if (!sum) return false;
+  sum(dst, a, b, count);
+  return true;
 }
 
 }  // namespace
 
 CombineFn combine_kernel(DataType dtype, ReduceOp op, bool few) {
   const size_t t = dtype_index(dtype, "reduce"), o = op_index(op, "reduce");
-  if (few && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
-    switch (dtype) {
-      case DataType::kF32: return sum_tiny<float>;
-      case DataType::kF64: return sum_tiny<double>;
-      case DataType::kI32: return sum_tiny<uint32_t>;
-      case DataType::kI64: return sum_tiny<uint64_t>;
-      default: break;
-    }
-  }
+  if (few && (op == ReduceOp::kSum || op == ReduceOp::kAvg))
+    if (const CombineFn sum = tiny_sum(dtype)) return sum;
   return active_kernels().combine[t][o];
 }
 
