@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/futex_shared_mutex.h"
 #include "transport/fabric.h"
 
 namespace plait::transport {
@@ -41,7 +42,7 @@ class RegisteredMemory {
     explicit operator bool() const { return valid_; }
 
    private:
-    std::shared_lock<std::shared_mutex> lock_;
+    std::shared_lock<FutexSharedMutex> lock_;
     bool valid_ = false;
   };
   Pin pin() { return Pin(*this); }
@@ -52,7 +53,7 @@ class RegisteredMemory {
   const size_t length_;
   const uint32_t access_;
   const uint64_t key_;
-  std::shared_mutex mu_;
+  FutexSharedMutex mu_;
   bool registered_ = true;  // guarded by mu_
 };
 

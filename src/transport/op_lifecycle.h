@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/futex_shared_mutex.h"
 #include "transport/completion_queue.h"
 #include "transport/fabric.h"
 #include "transport/free_list_resource.h"
@@ -95,11 +96,11 @@ class OpLifecycle {
   std::atomic<uint64_t> next_id_{1};
   // Shared around every provider access to a pending op's memory; cancel() takes it
   // exclusively once, after marking ops finished, to wait out the accesses in flight.
-  std::shared_mutex user_memory_guard_;
+  FutexSharedMutex user_memory_guard_;
   // Shared around claim-and-push; cancel() takes it exclusively after claiming what it
   // found, so once cancel() returns no completion is still on its way into the queue (whose
   // owner may destroy it right away).
-  std::shared_mutex report_guard_;
+  FutexSharedMutex report_guard_;
 
  private:
   bool any_peer_alive() const;

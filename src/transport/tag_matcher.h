@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <functional>
 #include <list>
 #include <memory>
@@ -104,7 +103,7 @@ class TagMatcher {
       }
       ++it;
     }
-    Usage& used = usage_[source];
+    Usage& used = usage_of(source);
     const size_t bytes = rendezvous ? 0 : length;
     if (used.messages >= limits_.messages || bytes > limits_.bytes - used.bytes)
       return {nullptr, nullptr, true, used};
@@ -193,9 +192,17 @@ class TagMatcher {
   static bool lost(Op& recv) { return recv.sibling_lost(); }
 
   void release(const Entry& e) {
-    Usage& used = usage_[e.source];
+    Usage& used = usage_of(e.source);
     used.messages -= 1;
     used.bytes -= e.rendezvous ? 0 : e.length;
+  }
+
+  // Sources are ranks: a vector indexed by rank, grown on first use (a hash map's lookup
+  // cost ~70 instructions on every eager message).
+  Usage& usage_of(int source) {
+    const auto i = static_cast<size_t>(source);
+    if (i >= usage_.size()) usage_.resize(i + 1);
+    return usage_[i];
   }
 
   static bool accepts(const Op& recv, int source, uint64_t tag) {
@@ -218,7 +225,7 @@ class TagMatcher {
   std::pmr::list<OpRef> posted_{&pool_};
   std::pmr::list<EntryRef> unexpected_{&pool_};
   Limits limits_;
-  std::unordered_map<int, Usage> usage_;  // by source, of the entries in unexpected_
+  std::vector<Usage> usage_;  // by source rank, of the entries in unexpected_
 };
 
 }  // namespace plait::transport

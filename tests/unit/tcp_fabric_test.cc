@@ -162,6 +162,34 @@ TEST_F(TcpPair, ManyMessagesOfOneTagMatchInSendOrder) {
   for (int i = 0; i < kCount; ++i) EXPECT_TRUE(wait_one(cq(0)).ok());
 }
 
+TEST_F(TcpPair, EagerBurstThatFillsTheSocketArrivesIntactWithBuffersReusedAtCompletion) {
+  // An eager send may complete inside the call (written, or copied behind a full socket):
+  // the sender overwrites its one buffer as soon as each send completes, ~128 MiB in a
+  // burst, so the socket fills and later sends queue behind the copied remainder.
+  constexpr int kCount = 2000;
+  const size_t len = threshold() - 1;
+  std::vector<uint8_t> buf(len);
+  std::thread receiver([&] {
+    std::vector<uint8_t> out(len);
+    for (int i = 0; i < kCount; ++i) {
+      f(1).recv(0, out.data(), out.size(), 9, &cq(1), i);
+      Completion c = wait_one(cq(1));
+      ASSERT_TRUE(c.ok()) << c.error->what();
+      ASSERT_EQ(c.header, static_cast<uint64_t>(i));
+      ASSERT_EQ(out, pattern(len, static_cast<uint8_t>(i))) << "message " << i;
+    }
+  });
+  for (int i = 0; i < kCount; ++i) {
+    buf = pattern(len, static_cast<uint8_t>(i));
+    f(0).send(1, buf.data(), buf.size(), 9, i, &cq(0), i);
+    Completion c = wait_one(cq(0));
+    ASSERT_TRUE(c.ok()) << c.error->what();
+    ASSERT_EQ(c.context, static_cast<uint64_t>(i));
+    std::fill(buf.begin(), buf.end(), 0xdd);  // the sender's memory is free again
+  }
+  receiver.join();
+}
+
 TEST_F(TcpPair, TagsMatchOutOfOrder) {
   uint64_t a = 111, b = 222, got_a = 0, got_b = 0;
   f(0).send(1, &a, 8, /*tag=*/1, 0, &cq(0), 0);

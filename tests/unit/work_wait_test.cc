@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
 #include "coll/work_impl.h"
 #include "core/futex_mutex.h"
+#include "core/futex_shared_mutex.h"
 #include "core/reduce.h"
 #include "plait/error.h"
 
@@ -107,6 +109,57 @@ TEST(FutexMutex, ExcludesUnderContentionAndTryLockFailsWhileHeld) {
   held.unlock();
   std::unique_lock attempt(mu, std::try_to_lock);
   EXPECT_TRUE(attempt.owns_lock());
+}
+
+TEST(FutexSharedMutex, ReadersShareWritersExcludeAndWaitForReaders) {
+  FutexSharedMutex mu;
+  // Readers together: a second reader gets in while one holds it, a writer does not.
+  {
+    std::shared_lock r1(mu);
+    std::thread other([&] {
+      std::shared_lock r2(mu, std::try_to_lock);
+      EXPECT_TRUE(r2.owns_lock());
+      std::unique_lock w(mu, std::try_to_lock);
+      EXPECT_FALSE(w.owns_lock());
+    });
+    other.join();
+  }
+  // A writer waits for the reader inside, and readers wait for the writer.
+  std::atomic<int> stage{0};
+  std::shared_lock reader(mu);
+  std::thread writer([&] {
+    std::unique_lock w(mu);
+    EXPECT_EQ(stage.load(), 1) << "the writer got in while a reader held the lock";
+    stage = 2;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stage = 1;
+  reader.unlock();
+  writer.join();
+  EXPECT_EQ(stage.load(), 2);
+
+  // Under contention: readers see a consistent pair, writers never lose an update.
+  long a = 0, b = 0;
+  std::atomic<bool> torn{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        std::unique_lock w(mu);
+        ++a;
+        ++b;
+      }
+    });
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50000; ++i) {
+        std::shared_lock r(mu);
+        if (a != b) torn = true;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(torn.load());
+  EXPECT_EQ(a, 40000);
 }
 
 TEST(CombineKernel, MatchesReduceIntoForEveryTypeOpAndSizeClass) {

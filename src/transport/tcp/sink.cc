@@ -32,7 +32,7 @@ Sink Sink::buffer(size_t length) {
 }
 
 Sink Sink::user(char* dest, size_t length, std::shared_ptr<const std::atomic<bool>> finished,
-                std::shared_mutex* guard) {
+                FutexSharedMutex* guard) {
   Sink s;
   s.kind_ = Kind::kUser;
   s.dest_ = dest;

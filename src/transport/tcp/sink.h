@@ -20,6 +20,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "core/futex_shared_mutex.h"
 #include "transport/memory_registry.h"
 
 namespace plait::transport::tcp {
@@ -31,7 +32,7 @@ class Sink {
   static Sink owned(char* dest, size_t length);
   static Sink buffer(size_t length);
   static Sink user(char* dest, size_t length, std::shared_ptr<const std::atomic<bool>> finished,
-                   std::shared_mutex* guard);
+                   FutexSharedMutex* guard);
   static Sink region(char* dest, size_t length, RegionRef region);
 
   size_t remaining() const { return length_ - done_; }
@@ -59,7 +60,7 @@ class Sink {
   bool revoked_ = false;
   std::vector<char> buffer_;
   std::shared_ptr<const std::atomic<bool>> finished_;
-  std::shared_mutex* guard_ = nullptr;
+  FutexSharedMutex* guard_ = nullptr;
   RegionRef region_;
 };
 

@@ -28,7 +28,7 @@ bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
 }  // namespace
 
-Stream::Stream(net::Fd fd, int peer, int index, std::shared_mutex* user_memory_guard)
+Stream::Stream(net::Fd fd, int peer, int index, FutexSharedMutex* user_memory_guard)
     : fd_(std::move(fd)), peer_(peer), index_(index), user_memory_guard_(user_memory_guard),
       rx_(kRxBufferBytes) {}
 
@@ -40,6 +40,36 @@ int Stream::submit(Frame frame, FinishedOps* finished) {
   // A non-empty queue means a write is already pending on EPOLLOUT; keep the order.
   if (queue_.size() > 1) return 0;
   return flush_locked(finished);
+}
+
+Stream::DirectWrite Stream::write_now(const WireHeader& header, const char* payload,
+                                      int* error) {
+  std::lock_guard lock(mu_);
+  if (!sending_ || !queue_.empty()) return DirectWrite::kNotNow;
+  iovec iov[2] = {{const_cast<WireHeader*>(&header), sizeof(WireHeader)},
+                  {const_cast<char*>(payload), header.length}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = header.length > 0 ? 2 : 1;
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && !would_block(errno)) {
+    *error = errno;
+    sending_ = false;
+    send_error_ = errno;
+    return DirectWrite::kNotNow;
+  }
+  const size_t written = n < 0 ? 0 : static_cast<size_t>(n);
+  if (written == sizeof(WireHeader) + header.length) return DirectWrite::kWritten;
+  // A full socket (EPOLLOUT continues it): the rest goes out of a copy, frame-ordered.
+  Frame f;
+  f.header = header;
+  f.owned.assign(payload, header.length);
+  f.sent = written;
+  queue_.push_back(std::move(f));
+  return DirectWrite::kCopied;
 }
 
 int Stream::flush(FinishedOps* finished) {
@@ -82,7 +112,7 @@ int Stream::flush_locked(FinishedOps* finished) {
     size_t planned = 0;
     // Held across the writev: the user-memory guard (once) and at most one region pin, so
     // that cancel() and deregistration wait for this write and not longer.
-    std::shared_lock<std::shared_mutex> user_lock(*user_memory_guard_, std::defer_lock);
+    std::shared_lock<FutexSharedMutex> user_lock(*user_memory_guard_, std::defer_lock);
     RegisteredMemory::Pin pin;
     const RegisteredMemory* pinned = nullptr;
     size_t i = 0;

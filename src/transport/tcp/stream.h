@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/futex_shared_mutex.h"
 #include "core/futex_mutex.h"
 #include "core/socket.h"
 #include "transport/memory_registry.h"
@@ -93,7 +94,7 @@ class StreamHandler {
 
 class Stream {
  public:
-  Stream(net::Fd fd, int peer, int index, std::shared_mutex* user_memory_guard);
+  Stream(net::Fd fd, int peer, int index, FutexSharedMutex* user_memory_guard);
 
   int fd() const { return fd_.get(); }
   int peer() const { return peer_; }
@@ -108,6 +109,13 @@ class Stream {
   // Returns 0, or the errno when this write broke the socket. A frame for a stream that is
   // closed or broken is dropped: its op fails together with the peer.
   int submit(Frame frame, FinishedOps* finished);
+  // The small-message path that needs no op: if nothing is queued, writes header and
+  // payload now. kWritten: all of it went out. kCopied: the socket took part (or none) of
+  // it; the rest is queued from a private copy, so the caller's buffer is free either way.
+  // kNotNow: frames are queued (the message must go behind them, with an op) or the stream
+  // is closed; *error is set when this write broke the socket.
+  enum class DirectWrite { kWritten, kCopied, kNotNow };
+  DirectWrite write_now(const WireHeader& header, const char* payload, int* error);
   // Writes queued frames until the socket is full (after EPOLLOUT).
   int flush(FinishedOps* finished);
   // Stops sending for good: drops the queue; with shut_write, the peer reads EOF.
@@ -149,7 +157,7 @@ class Stream {
   net::Fd fd_;
   const int peer_;
   const int index_;
-  std::shared_mutex* user_memory_guard_;
+  FutexSharedMutex* user_memory_guard_;
 
   FutexMutex mu_;
   RingQueue<Frame> queue_;  // guarded by mu_

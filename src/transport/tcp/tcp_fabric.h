@@ -107,6 +107,10 @@ class TcpFabric final : public Fabric,
   void on_payload(Stream& s, const WireHeader& h, Incoming& in) override;
 
   // --- two-sided (two_sided.cc) ---
+  // An eager send written (or copied) inside the call, completed without an op; false when
+  // it must take the op path (frames queued ahead of it, stream closed, peer failed).
+  bool send_eager_now(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
+                      PolicyCompletionQueue* q, uint64_t context);
   void post_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
                  uint64_t context, std::shared_ptr<std::atomic<bool>> sibling);
   Incoming on_eager(Stream& s, const WireHeader& h);

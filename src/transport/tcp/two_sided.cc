@@ -25,6 +25,7 @@ void TcpFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64
   check_peer(peer, "send");
   PolicyCompletionQueue* q = checked_cq(cq, "send");
   if (!buf && len > 0) throw invalid_usage("null buffer", call_context(peer, "send", len));
+  if (len < eager_threshold_ && send_eager_now(peer, buf, len, tag, header, q, context)) return;
   OpRef op = new_op(OpType::kSend, peer, q, context);
   op->local = const_cast<char*>(static_cast<const char*>(buf));
   op->length = len;
@@ -48,6 +49,32 @@ void TcpFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64
     f.header.arg0 = len;
   }
   submit(peer, 0, std::move(f));
+}
+
+bool TcpFabric::send_eager_now(int peer, const void* buf, size_t len, uint64_t tag,
+                               uint64_t header, PolicyCompletionQueue* q, uint64_t context) {
+  // Without an op: the message is on the wire (or copied behind a full socket) before the
+  // call returns, so there is nothing for a failure or cancel() to find. A failed peer's
+  // send takes the op path, which fails it.
+  if (peers_[peer]->failed.load(std::memory_order_relaxed)) return false;
+  WireHeader h;
+  h.type = MessageType::kEager;
+  h.tag = tag;
+  h.word = header;
+  h.length = len;
+  // From the write to the report, as submit() (cancel() waits for reports in flight).
+  std::shared_lock guard(report_guard_);
+  int error = 0;
+  if (stream(peer, 0).write_now(h, static_cast<const char*>(buf), &error) ==
+      Stream::DirectWrite::kNotNow) {
+    if (error != 0) {  // this write broke the socket; the next socket reader fails the peer
+      broken_stream_.store(true);
+      wake_progress();
+    }
+    return false;
+  }
+  complete_now(q, OpType::kSend, peer, len, tag, context);
+  return true;
 }
 
 void TcpFabric::recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
