@@ -4,5 +4,6 @@
 #include "plait/bootstrap.h"
 #include "plait/communicator.h"
 #include "plait/error.h"
+#include "plait/rdma.h"
 #include "plait/store.h"
 #include "plait/types.h"

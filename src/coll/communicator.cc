@@ -10,56 +10,10 @@
 #include "coll/communicator_impl.h"
 #include "coll/segment/segment_setup.h"
 #include "coll/tags.h"
+#include "core/config_overlay.h"
 #include "core/log.h"
 
-extern char** environ;
-
 namespace plait {
-namespace {
-
-// Registry settings read elsewhere than a communicator's Config: the logger reads PLAIT_LOG
-// once per process, and the launcher and the store server exist before any communicator. In
-// CommunicatorOptions::settings they would do nothing, so they are refused.
-constexpr std::string_view kNotPerCommunicator[] = {"PLAIT_LOG", "PLAIT_RUN_GRACE_S", "PLAIT_BIND",
-                                                    "PLAIT_STORE_MAX_HANDSHAKES"};
-
-// The environment's PLAIT_* variables with `settings` laid over them, read by the one registry,
-// so code and environment accept exactly the same names and values.
-Config config_with(const std::map<std::string, std::string>& settings, int rank) {
-  const ErrorContext ctx{.rank = rank, .op = "create communicator"};
-  const std::vector<SettingInfo>& known = plait::settings();
-  for (const auto& [name, value] : settings) {
-    const bool registered = std::any_of(known.begin(), known.end(),
-                                        [&](const SettingInfo& s) { return s.name == name; });
-    if (!registered)
-      throw invalid_usage("CommunicatorOptions::settings: '" + name +
-                              "' is not a plait setting (`plait info` lists them)",
-                          ctx);
-    if (std::find(std::begin(kNotPerCommunicator), std::end(kNotPerCommunicator), name) !=
-        std::end(kNotPerCommunicator))
-      throw invalid_usage("CommunicatorOptions::settings: " + name +
-                              " applies to the whole process or the launcher, not to one "
-                              "communicator; set it in the environment",
-                          ctx);
-  }
-  // The caller's values alone first, so that a bad one is reported as coming from code.
-  try {
-    Config::from_env(settings);
-  } catch (const Error& e) {
-    throw invalid_usage("CommunicatorOptions::settings: " + e.message(), ctx);
-  }
-  std::map<std::string, std::string> env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    std::string_view text(*entry);
-    const size_t eq = text.find('=');
-    if (text.starts_with("PLAIT_") && eq != std::string_view::npos)
-      env.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
-  }
-  for (const auto& [name, value] : settings) env[name] = value;
-  return Config::from_env(env);
-}
-
-}  // namespace
 
 std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
                                                    const CommunicatorOptions& options) {
@@ -68,7 +22,9 @@ std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
                         std::to_string(bootstrap.size));
   if (!bootstrap.store) throw invalid_usage("bootstrap has no store");
   set_log_rank(bootstrap.rank);
-  Config config = config_with(options.settings, bootstrap.rank);
+  Config config =
+      config_with_settings(options.settings, "CommunicatorOptions::settings", "communicator",
+                           {.rank = bootstrap.rank, .op = "create communicator"});
   auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
 
   // Several communicators may be created over one store: number the instances so that each

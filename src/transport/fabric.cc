@@ -4,7 +4,7 @@
 #include "transport/shm/shm_provider.h"
 #include "transport/tcp/tcp_provider.h"
 
-namespace plait::transport {
+namespace plait::rdma {
 
 std::string_view to_string(OpType op) {
   switch (op) {
@@ -18,6 +18,10 @@ std::string_view to_string(OpType op) {
   }
   return "unknown op";
 }
+
+}  // namespace plait::rdma
+
+namespace plait::transport {
 
 std::vector<Capabilities> provider_capabilities(const Config& config) {
   return {shm_capabilities(config), tcp_capabilities(config)};

@@ -37,6 +37,7 @@
 
 #include "core/config.h"
 #include "plait/error.h"
+#include "plait/rdma.h"
 #include "plait/store.h"
 
 namespace plait::transport {
@@ -45,63 +46,27 @@ class MemoryRegistry;
 
 inline constexpr int kAnySource = -1;
 
-enum Access : uint32_t {
-  kAccessLocal = 0,
-  kAccessRemoteRead = 1u << 0,
-  kAccessRemoteWrite = 1u << 1,
-  kAccessRemoteAtomic = 1u << 2,
-  kAccessAll = kAccessRemoteRead | kAccessRemoteWrite | kAccessRemoteAtomic,
-};
-
-// What a peer needs to address a region. `addr` is the region's base as the owner sees it;
-// one-sided operations take an offset relative to it.
-struct RemoteKey {
-  uint64_t addr = 0;
-  uint64_t length = 0;
-  uint64_t key = 0;
-};
-
-enum class OpType : uint8_t {
-  kSend,
-  kRecv,
-  kWrite,
-  kRead,
-  kFetchAdd,
-  kCompareSwap,
-  kRemoteWriteImm,  // target side: a peer's write-with-immediate landed in our memory
-};
-std::string_view to_string(OpType op);
-
-struct Completion {
-  uint64_t context = 0;  // the caller's cookie
-  OpType op = OpType::kSend;
-  int peer = -1;         // the other side (for kRecv: the actual source)
-  size_t bytes = 0;      // bytes transferred (kRecv: the message's length)
-  uint64_t tag = 0;      // kSend/kRecv: the message tag
-  uint64_t header = 0;   // kRecv: the sender's header word, delivered unmatched
-  uint32_t imm = 0;      // kRemoteWriteImm: the immediate
-  uint64_t offset = 0;   // kRemoteWriteImm: where in the region the write landed
-  uint64_t key = 0;      // kRemoteWriteImm: the region's key
-  std::shared_ptr<const Error> error;  // null on success
-  bool ok() const { return error == nullptr; }
-};
+// The public types of the one-sided API (include/plait/rdma.h) are the transport's own.
+using rdma::Access;
+using rdma::kAccessAll;
+using rdma::kAccessLocal;
+using rdma::kAccessRemoteAtomic;
+using rdma::kAccessRemoteRead;
+using rdma::kAccessRemoteWrite;
+using rdma::Completion;
+using rdma::MemoryRegion;
+using rdma::OpType;
+using rdma::RemoteKey;
+using rdma::to_string;
 
 class PolicyCompletionQueue;
 
-class CompletionQueue {
+// The public queue (poll, wait, interrupt) and what the transport's own layers need of it.
+class CompletionQueue : public rdma::CompletionQueue {
  public:
-  virtual ~CompletionQueue() = default;
   // The fabrics' own queue behind this interface, or null for another implementation:
   // providers need it on every operation, and a dynamic_cast cost ~85 instructions there.
   PolicyCompletionQueue* policy_queue() const { return policy_queue_; }
-
-  // Non-blocking: takes one completion if there is one.
-  virtual bool poll(Completion* out) = 0;
-  // Waits (per the fabric's wait policy: spin, block, hybrid) until a completion is there or
-  // the timeout passes; returns false on timeout.
-  virtual bool wait(Completion* out, std::chrono::microseconds timeout) = 0;
-  // Wakes a thread blocked in wait() without a completion (wait returns false).
-  virtual void interrupt() = 0;
 
   // Sleeps (never spins, never takes a completion) until one is queued, an interrupt
   // arrives (consumed, as in wait()) or the timeout passes; true if a completion is queued.
@@ -127,24 +92,6 @@ class CompletionQueue {
 
  protected:
   PolicyCompletionQueue* policy_queue_ = nullptr;  // set by PolicyCompletionQueue
-};
-
-class MemoryRegion {
- public:
-  // Deregisters unless deregister() did: later remote accesses fail. Never returns while a
-  // peer may still access the memory (the caller may free it next); a peer that holds an
-  // access past the provider's bound (a stopped process) is named in an error log each time
-  // the bound passes, until it lets go or exits. deregister() is the bounded way.
-  virtual ~MemoryRegion() = default;
-  // Deregisters now; from its return no peer accesses the memory any more. Throws
-  // Error(kTimeout) naming the peer when one still accesses the region after the provider's
-  // bound: the region then takes no new accesses, but the memory must stay allocated; call
-  // again to wait again. Idempotent once it has succeeded.
-  virtual void deregister() = 0;
-  virtual void* addr() const = 0;
-  virtual size_t length() const = 0;
-  virtual uint32_t access() const = 0;
-  virtual RemoteKey remote_key() const = 0;
 };
 
 // What a provider can do, stated up front (not "not implemented" at run time).
