@@ -4,6 +4,7 @@
 #include "plait/bootstrap.h"
 #include "plait/communicator.h"
 #include "plait/error.h"
+#include "plait/ps.h"
 #include "plait/rdma.h"
 #include "plait/store.h"
 #include "plait/types.h"

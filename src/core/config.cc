@@ -313,6 +313,33 @@ std::vector<SettingRow> make_rows() {
          c.ps_roots = static_cast<int>(parse_int_in(n, v, 0, std::numeric_limits<int>::max()));
        },
        [](const Config& c, const std::string&) { return std::to_string(c.ps_roots); }},
+      {{"PLAIT_PS_SERVERS", "int: >= 1", "1",
+        "Parameter server: how many ranks are servers (ps::Options::servers overrides it)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.ps_servers = static_cast<int>(parse_int_in(n, v, 1, std::numeric_limits<int>::max()));
+       },
+       [](const Config& c, const std::string&) { return std::to_string(c.ps_servers); }},
+      {{"PLAIT_PS_PARTITION", "bytes: 4K..1G", "4M",
+        "Parameter server: keys larger than this are split into partitions spread over the servers"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.ps_partition_bytes = parse_bytes_setting(n, v, 4096);
+         if (c.ps_partition_bytes > (size_t{1} << 30)) reject(n, v, "bytes: 4K..1G");
+       },
+       [](const Config& c, const std::string&) { return format_bytes(c.ps_partition_bytes); }},
+      {{"PLAIT_PS_SLOTS", "int: 1..1024", "4",
+        "Parameter server: ring-buffer slots (one partition each) per worker on each server"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.ps_slots = static_cast<int>(parse_int_in(n, v, 1, 1024));
+       },
+       [](const Config& c, const std::string&) { return std::to_string(c.ps_slots); }},
+      {{"PLAIT_PS_WAIT", enum_type(kWaitPolicies), "hybrid",
+        "Parameter server: how its completion threads wait (busy-poll, sleep, or spin then sleep)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.ps_wait = static_cast<WaitPolicy>(parse_choice(n, v, kWaitPolicies));
+       },
+       [](const Config& c, const std::string&) {
+         return std::string(kWaitPolicies[static_cast<size_t>(c.ps_wait)]);
+       }},
       {{"PLAIT_RUN_GRACE_S", "seconds", "3",
         "plait run: time between SIGTERM and SIGKILL when it stops ranks; also 500ms"},
        [](Config& c, const std::string& n, const std::string& v) {

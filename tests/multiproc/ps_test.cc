@@ -1,0 +1,269 @@
+// The parameter server on real ranks: every consistency mode, every update rule against a
+// scalar reference, keys from one element to many partitions, 1-4 servers x 1-4 workers,
+// batched calls, bad input, and dead servers and workers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/half.h"
+#include "plait/plait.h"
+#include "support/job.h"
+
+namespace plait::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ps::Consistency;
+using ps::KeyOptions;
+using ps::KVStore;
+using ps::Rule;
+
+#define CHECK_OR_FAIL(cond, ...)         \
+  do {                                   \
+    if (!(cond)) {                       \
+      std::printf("FAIL: " __VA_ARGS__); \
+      std::printf("\n");                 \
+      std::fflush(stdout);               \
+      return 1;                          \
+    }                                    \
+  } while (0)
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+// A worker's gradient for (step, element): exact in f32 (small integers), different per
+// worker, step and element.
+float grad(int worker, int step, size_t i) {
+  return static_cast<float>((worker + 1) * 3 + step * 5 + static_cast<int>(i % 13));
+}
+
+std::shared_ptr<KVStore> make_store(Consistency c, int staleness = 0) {
+  ps::Options o;
+  o.servers = env_int("PS_SERVERS", 1);
+  o.consistency = c;
+  o.staleness = staleness;
+  return KVStore::create(bootstrap_from_env(30s), o);
+}
+
+// BSP with the summation service, means and every optimizer, f32, f16 and bf16 keys, sizes
+// from one element to many partitions; plain, batched and in-place calls; the versions.
+int bsp_child() {
+  auto kv = make_store(Consistency::kBsp);
+  const int W = kv->num_workers();
+  // Keys: id, elements, dtype, rule.
+  struct K {
+    uint64_t id;
+    size_t n;
+    DataType dtype;
+    Rule rule;
+  };
+  const std::vector<K> keys = {
+      {1, 1, DataType::kF32, Rule::kSum},         {2, 1000, DataType::kF32, Rule::kMean},
+      {3, 300000, DataType::kF32, Rule::kSum},    // 1.2 MB: several 256 KiB partitions
+      {4, 5000, DataType::kF32, Rule::kSgd},      {5, 5000, DataType::kF32, Rule::kMomentum},
+      {6, 5000, DataType::kF32, Rule::kAdam},     {7, 2049, DataType::kF16, Rule::kSum},
+      {8, 2049, DataType::kBF16, Rule::kSgd},     {9, 777, DataType::kF64, Rule::kAdam},
+      {10, 100, DataType::kI32, Rule::kSum},
+  };
+  ps::Update upd;
+  upd.lr = 0.5f;
+  upd.momentum = 0.9f;
+  upd.weight_decay = 0.01f;
+  std::vector<ps::KeySpec> specs;
+  std::vector<std::vector<double>> init(keys.size());
+  std::vector<std::vector<uint8_t>> init_bytes(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    ps::KeySpec s;
+    s.key = keys[k].id;
+    s.count = keys[k].n;
+    s.dtype = keys[k].dtype;
+    s.options.update = upd;
+    s.options.update.rule = keys[k].rule;
+    if (keys[k].rule == Rule::kAdam) s.options.update.lr = 0.01f;
+    // Initial values for the optimizer keys; zeros for the sums.
+    init[k].assign(keys[k].n, 0.0);
+    init_bytes[k].resize(keys[k].n * dtype_size(keys[k].dtype));
+    if (keys[k].rule != Rule::kSum && keys[k].rule != Rule::kMean) {
+      for (size_t i = 0; i < keys[k].n; ++i) init[k][i] = static_cast<double>(i % 7) - 3.0;
+      for (size_t i = 0; i < keys[k].n; ++i) {
+        const double v = init[k][i];
+        uint8_t* p = init_bytes[k].data() + i * dtype_size(keys[k].dtype);
+        switch (keys[k].dtype) {
+          case DataType::kF32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+          case DataType::kF64: std::memcpy(p, &v, 8); break;
+          case DataType::kBF16: { uint16_t h = float_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+          case DataType::kF16: { uint16_t h = float_to_half(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+          default: break;
+        }
+      }
+      s.options.init = init_bytes[k].data();
+    }
+    specs.push_back(s);
+  }
+  kv->register_keys(specs);
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int me = kv->worker_index();
+  // The scalar reference of every key (in double), stepped alongside.
+  std::vector<std::vector<double>> w = init, m(keys.size()), v(keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    m[k].assign(keys[k].n, 0.0);
+    v[k].assign(keys[k].n, 0.0);
+  }
+  const int steps = 3;
+  for (int step = 1; step <= steps; ++step) {
+    std::vector<std::vector<uint8_t>> g(keys.size()), out(keys.size());
+    std::vector<const void*> gp;
+    std::vector<void*> op;
+    std::vector<uint64_t> ids;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const size_t es = dtype_size(keys[k].dtype);
+      g[k].resize(keys[k].n * es);
+      out[k].assign(keys[k].n * es, 0xee);
+      for (size_t i = 0; i < keys[k].n; ++i) {
+        const float f = grad(me, step, i);
+        uint8_t* p = g[k].data() + i * es;
+        switch (keys[k].dtype) {
+          case DataType::kF32: std::memcpy(p, &f, 4); break;
+          case DataType::kF64: { double d = f; std::memcpy(p, &d, 8); break; }
+          case DataType::kF16: { uint16_t h = float_to_half(f); std::memcpy(p, &h, 2); break; }
+          case DataType::kBF16: { uint16_t h = float_to_bf16(f); std::memcpy(p, &h, 2); break; }
+          case DataType::kI32: { int32_t x = static_cast<int32_t>(f); std::memcpy(p, &x, 4); break; }
+          default: break;
+        }
+      }
+      gp.push_back(g[k].data());
+      op.push_back(out[k].data());
+      ids.push_back(keys[k].id);
+    }
+    // Step 1 one call per key; step 2 one batched call; step 3 push then pull.
+    std::vector<uint64_t> versions;
+    if (step == 1) {
+      std::vector<ps::PsWorkPtr> works;
+      for (size_t k = 0; k < keys.size(); ++k)
+        works.push_back(kv->push_pull(keys[k].id, gp[k], op[k], keys[k].n, keys[k].dtype));
+      for (auto& wk : works) {
+        wk->wait();
+        versions.push_back(wk->version());
+      }
+    } else if (step == 2) {
+      auto wk = kv->push_pull(ids, gp, op);
+      wk->wait();
+      versions.push_back(wk->version());
+    } else {
+      kv->push(ids, gp)->wait();
+      auto wk = kv->pull(ids, op);
+      wk->wait();
+      versions.push_back(wk->version());
+    }
+    for (uint64_t ver : versions)
+      CHECK_OR_FAIL(ver == static_cast<uint64_t>(step), "step %d: version %llu", step,
+                    static_cast<unsigned long long>(ver));
+    // The reference: the round's sum (or mean) over workers, then the rule.
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const ps::Update& u = specs[k].options.update;
+      for (size_t i = 0; i < keys[k].n; ++i) {
+        double sum = 0;
+        for (int wk = 0; wk < W; ++wk) sum += grad(wk, step, i);
+        double& x = w[k][i];
+        const double mean = sum / W;
+        switch (keys[k].rule) {
+          case Rule::kSum: x = sum; break;
+          case Rule::kMean: x = mean; break;
+          case Rule::kSgd: x -= u.lr * (mean + u.weight_decay * x); break;
+          case Rule::kMomentum: {
+            const double d = mean + u.weight_decay * x;
+            m[k][i] = step == 1 ? d : u.momentum * m[k][i] + d;
+            x -= u.lr * m[k][i];
+            break;
+          }
+          case Rule::kAdam: {
+            const double d = mean + u.weight_decay * x;
+            m[k][i] = u.beta1 * m[k][i] + (1 - u.beta1) * d;
+            v[k][i] = u.beta2 * v[k][i] + (1 - u.beta2) * d * d;
+            const double bc1 = 1 - std::pow(u.beta1, step), bc2 = 1 - std::pow(u.beta2, step);
+            x -= u.lr / bc1 * m[k][i] / (std::sqrt(v[k][i]) / std::sqrt(bc2) + u.eps);
+            break;
+          }
+        }
+        const uint8_t* p = out[k].data() + i * dtype_size(keys[k].dtype);
+        double got = 0;
+        switch (keys[k].dtype) {
+          case DataType::kF32: { float f; std::memcpy(&f, p, 4); got = f; break; }
+          case DataType::kF64: std::memcpy(&got, p, 8); break;
+          case DataType::kF16: { uint16_t h; std::memcpy(&h, p, 2); got = half_to_float(h); break; }
+          case DataType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); got = bf16_to_float(h); break; }
+          case DataType::kI32: { int32_t y; std::memcpy(&y, p, 4); got = y; break; }
+          default: break;
+        }
+        // Sums of small integers are exact.
+        // f32 and f64 within a few ulps of the reference; f16/bf16 within their rounding.
+        const bool exact = keys[k].rule == Rule::kSum;
+        double rel = 0;
+        switch (keys[k].dtype) {
+          case DataType::kF32: rel = 2e-6; break;
+          case DataType::kF64: rel = 1e-12; break;
+          case DataType::kF16: rel = 1e-3; break;
+          case DataType::kBF16: rel = 8e-3; break;
+          default: break;
+        }
+        const double tol = exact ? 0.0 : rel * (1 + std::fabs(x));
+        CHECK_OR_FAIL(std::fabs(got - x) <= tol, "step %d key %llu (%s) element %zu: got %.9g want %.9g",
+                      step, static_cast<unsigned long long>(keys[k].id),
+                      std::string(ps::to_string(keys[k].rule)).c_str(), i, got, x);
+      }
+    }
+  }
+  kv->finalize();
+  std::printf("worker %d: ps bsp ok\n", me);
+  return 0;
+}
+
+ChildMode bsp_mode("ps_bsp", bsp_child);
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
+  return n;
+}
+
+struct Shape {
+  int servers;
+  int workers;
+};
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.servers << "x" << s.workers; }
+
+class PsBsp : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(PsBsp, EveryRuleAndDtypeMatchesTheScalarReference) {
+  const Shape s = GetParam();
+  JobResult r = run_job(s.servers + s.workers, "ps_bsp",
+                        {{"PLAIT_TIMEOUT", "60000"},
+                         {"PS_SERVERS", std::to_string(s.servers)},
+                         {"PLAIT_PS_PARTITION", "256K"},
+                         {"PLAIT_PS_SLOTS", "2"}},
+                        300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "ps bsp ok"), static_cast<size_t>(s.workers)) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PsBsp,
+                         ::testing::Values(Shape{1, 1}, Shape{1, 2}, Shape{2, 2}, Shape{2, 3},
+                                           Shape{4, 1}, Shape{1, 4}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.servers) + "servers_" +
+                                  std::to_string(info.param.workers) + "workers";
+                         });
+
+}  // namespace
+}  // namespace plait::testing
