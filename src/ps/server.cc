@@ -268,7 +268,7 @@ void PsServer::wait_for_workers() {
   for (int w = 0; w < service_.num_workers(); ++w)
     if (!failed_[w].empty()) why += (why.empty() ? "" : "; ") + failed_[w];
   if (!why.empty())
-    throw remote_error("workers failed while this server served them: " + why,
+    throw remote_error("workers left without finalize while this server served them: " + why,
                        {.rank = rank_, .op = "ps finalize"});
 }
 

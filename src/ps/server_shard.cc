@@ -179,7 +179,7 @@ void PsServer::check_health() {
     if (done_[w] || !failed_[w].empty()) continue;
     const int rank = service_.workers[w];
     if (fabric_.peer_failed(rank)) {
-      failed_[w] = "worker rank " + std::to_string(rank) + " failed: " + fabric_.peer_failure(rank);
+      failed_[w] = "worker rank " + std::to_string(rank) + " is gone: " + fabric_.peer_failure(rank);
       log(LogLevel::kError, "ps server rank ", rank_, ": ", failed_[w]);
       workers_changed_.notify_all();
     }

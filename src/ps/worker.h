@@ -96,7 +96,8 @@ class PsWorker {
   void task_done(Task& task, std::shared_ptr<const Error> error, uint64_t version);
   void check_health();
   // Fails everything and stops all transfers (cancel): the callers' buffers are free again.
-  void abort(const Error& why);
+  // `culprit`'s Work gets `why`, the others an abort error that quotes it.
+  void abort(const Error& why, const Op* culprit);
   void post_receive(int server);
 
   rdma::Fabric& fabric_;

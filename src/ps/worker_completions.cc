@@ -45,7 +45,13 @@ void PsWorker::handle(const rdma::Completion& c) {
       if (node.empty()) return;
       Task& t = *node.mapped();
       if (!c.ok()) {
-        abort(c.error->with_context({.rank = rank_, .peer = service_.servers[t.server], .op = t.op->what}));
+        const int server = service_.servers[t.server];
+        const ErrorContext where{.rank = rank_, .peer = server, .op = t.op->what};
+        abort(c.error->category() == ErrorCategory::kRemote
+                  ? remote_error("parameter server rank " + std::to_string(server) +
+                                     " failed: " + c.error->message(), where)
+                  : Error(c.error->category(), c.error->message(), where),
+              t.op.get());
         return;
       }
       parts_[t.partition].push_in_flight = false;
@@ -164,7 +170,8 @@ void PsWorker::check_health() {
     if (!op) continue;
     abort(remote_error("parameter server rank " + std::to_string(rank) + " failed: " +
                            fabric_.peer_failure(rank),
-                       {.rank = rank_, .peer = rank, .op = op->what}));
+                       {.rank = rank_, .peer = rank, .op = op->what}),
+          op);
     return;
   }
   const auto now = std::chrono::steady_clock::now();
@@ -185,12 +192,13 @@ void PsWorker::check_health() {
         waits = "its push to server rank " + std::to_string(service_.servers[t->server]) + " to land";
     abort(timeout_error(op->what + " timed out after " + std::to_string(service_.timeout.count()) +
                             " ms waiting for " + waits,
-                        {.rank = rank_, .op = op->what}));
+                        {.rank = rank_, .op = op->what}),
+          op.get());
     return;
   }
 }
 
-void PsWorker::abort(const Error& why) {
+void PsWorker::abort(const Error& why, const Op* culprit) {
   log(LogLevel::kError, "ps worker rank ", rank_, ": ", why.what());
   aborted_ = std::make_shared<const Error>(why);
   // From its return nothing more is written into the callers' buffers or read from them.
@@ -198,7 +206,7 @@ void PsWorker::abort(const Error& why) {
   auto others = std::make_shared<const Error>(
       aborted_error("the parameter-server worker stopped: " + why.message(), {.rank = rank_}));
   for (auto& op : ops_) {
-    if (!op->error) op->error = op->what == why.context().op ? aborted_ : others;
+    if (!op->error) op->error = op.get() == culprit ? aborted_ : others;
     finished_.push_back(std::move(op));
   }
   ops_.clear();
