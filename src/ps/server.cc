@@ -132,6 +132,7 @@ void PsServer::on_message(const rdma::Completion& c, size_t slot) {
     }
     case wire::Kind::kDone:
       done_[worker] = 1;
+      send_control(worker, wire::Kind::kDoneAck, nullptr, 0);
       // Rounds that still need this worker's pushes can never complete.
       check_health();
       workers_changed_.notify_all();

@@ -9,6 +9,8 @@
 //   control       two-sided eager messages, tag kToServer / kToWorker
 //     PullRequest worker -> server: which partition, at which clock, into which buffer
 //     Done        worker -> server: no more requests from this worker
+//     DoneAck     server -> worker: Done was taken (the worker may close its connections:
+//                 a goodbye that overtook Done would look like a worker that left)
 //     Credits     server -> worker: ring slots it has consumed since the last Credits
 //     Failure     server -> worker: a pull that cannot be answered, and why (text follows)
 #pragma once
@@ -23,7 +25,7 @@ inline constexpr uint64_t kToServer = 0x50530001;  // "PS" 1
 inline constexpr uint64_t kToWorker = 0x50530002;
 
 // Message kinds travel in the two-sided header word.
-enum class Kind : uint64_t { kPullRequest = 1, kDone, kCredits, kFailure };
+enum class Kind : uint64_t { kPullRequest = 1, kDone, kCredits, kFailure, kDoneAck };
 
 // A push's immediate: the partition (24 bits) and what to do with the data.
 enum class PushKind : uint32_t { kGradient = 0 };

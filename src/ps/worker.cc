@@ -33,6 +33,7 @@ PsWorker::PsWorker(rdma::Fabric& fabric, const Service& service, int index, cons
   // Pull replies land in the callers' buffers with an immediate: one queue takes everything.
   fabric_.set_imm_cq(cq_.get());
   for (int s = 0; s < service_.num_servers(); ++s) slots_.emplace_back(service_.slots);
+  acked_.assign(service_.num_servers(), 0);
 }
 
 PsWorker::~PsWorker() {
@@ -87,7 +88,8 @@ PsWorkPtr PsWorker::submit(OpKind kind, const std::vector<const KeyInfo*>& keys,
     op->work->finish(aborted_, 0, 0);
     return work;
   }
-  for (const KeyInfo* k : keys) op->tasks_left += static_cast<int>(k->partitions.size()) * ((push ? 1 : 0) + (pull ? 1 : 0));
+  for (const KeyInfo* k : keys)
+    op->tasks_left += static_cast<int>(k->partitions.size()) * ((push ? 1 : 0) + (pull ? 1 : 0));
   ops_.push_back(op);
   for (size_t i = 0; i < keys.size(); ++i) {
     const KeyInfo& key = *keys[i];
@@ -125,9 +127,14 @@ PsWorkPtr PsWorker::submit(OpKind kind, const std::vector<const KeyInfo*>& keys,
         pulls_.emplace(request, std::move(t));
         stats_.pulls += 1;
         stats_.bytes_pulled += task.bytes;
-        fabric_.send(service_.servers[part.server], &task.request, sizeof task.request,
-                     wire::kToServer, static_cast<uint64_t>(wire::Kind::kPullRequest), *cq_,
-                     ctx(Ctx::kRequest, request));
+        try {
+          fabric_.send(service_.servers[part.server], &task.request, sizeof task.request,
+                       wire::kToServer, static_cast<uint64_t>(wire::Kind::kPullRequest), *cq_,
+                       ctx(Ctx::kRequest, request));
+        } catch (const Error& e) {
+          abort(server_error(part.server, e, *op), op.get());
+          return work;
+        }
       }
     }
   }
@@ -169,9 +176,14 @@ bool PsWorker::try_issue_push(std::unique_ptr<Task>& task) {
   const uint64_t id = next_id_++;
   Task& t = *task;
   pushes_.emplace(id, std::move(task));
-  fabric_.write(service_.servers[t.server], t.src, t.bytes, rings_[t.server],
-                static_cast<uint64_t>(slot) * service_.slot_bytes,
-                wire::push_imm(t.partition, wire::PushKind::kGradient), *cq_, ctx(Ctx::kPush, id));
+  try {
+    fabric_.write(service_.servers[t.server], t.src, t.bytes, rings_[t.server],
+                  static_cast<uint64_t>(slot) * service_.slot_bytes,
+                  wire::push_imm(t.partition, wire::PushKind::kGradient), *cq_, ctx(Ctx::kPush, id));
+  } catch (const Error& e) {
+    abort(server_error(t.server, e, *t.op), t.op.get());
+    return false;
+  }
   return true;
 }
 
@@ -185,23 +197,47 @@ void PsWorker::finalize() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  auto done_cq = fabric_.create_cq();
-  int sent = 0;
-  for (int s = 0; s < service_.num_servers(); ++s) {
-    if (fabric_.peer_failed(service_.servers[s])) continue;
-    fabric_.send(service_.servers[s], nullptr, 0, wire::kToServer,
-                 static_cast<uint64_t>(wire::Kind::kDone), *done_cq, static_cast<uint64_t>(s));
-    ++sent;
+  // Done, then wait for every server's DoneAck: only then may this rank close its
+  // connections (a server that saw the goodbye first would take this worker for gone).
+  std::vector<int> told;
+  {
+    std::lock_guard lock(mu_);
+    for (int s = 0; s < service_.num_servers(); ++s) {
+      if (aborted_ || fabric_.peer_failed(service_.servers[s])) continue;
+      fabric_.send(service_.servers[s], nullptr, 0, wire::kToServer,
+                   static_cast<uint64_t>(wire::Kind::kDone), *cq_, ctx(Ctx::kDone, static_cast<uint64_t>(s)));
+      told.push_back(s);
+    }
   }
-  for (int i = 0; i < sent; ++i) {
-    rdma::Completion c;
-    if (!done_cq->wait(&c, service_.timeout)) break;
+  const auto deadline = std::chrono::steady_clock::now() + service_.timeout;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      bool all = true;
+      for (int s : told) all = all && (acked_[s] || fabric_.peer_failed(service_.servers[s]));
+      if (all || aborted_) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      log(LogLevel::kWarn, "ps worker rank ", rank_, ": a server did not acknowledge finalize within ",
+          service_.timeout.count(), " ms");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   stop_.store(true);
   cq_->interrupt();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   if (aborted_) throw *aborted_;
+}
+
+Error PsWorker::server_error(int server, const Error& cause, const Op& op) const {
+  const int rank = service_.servers[server];
+  const ErrorContext where{.rank = rank_, .peer = rank, .op = op.what};
+  if (cause.category() == ErrorCategory::kRemote || fabric_.peer_failed(rank))
+    return remote_error("parameter server rank " + std::to_string(rank) + " failed: " + cause.message(),
+                        where);
+  return Error(cause.category(), cause.message(), where);
 }
 
 Stats PsWorker::stats() const {

@@ -80,7 +80,7 @@ class PsWorker {
     std::deque<std::unique_ptr<Task>> pushes;  // waiting for the one in flight
   };
   // Completion contexts: top two bits say what it is, the rest its id.
-  enum class Ctx : uint64_t { kPush = 1, kRequest = 2, kControl = 3 };
+  enum class Ctx : uint64_t { kPush = 1, kRequest = 2, kControl = 3, kDone = 0 };
   static uint64_t ctx(Ctx kind, uint64_t id) { return (static_cast<uint64_t>(kind) << 62) | id; }
   static Ctx ctx_kind(uint64_t c) { return static_cast<Ctx>(c >> 62); }
   static uint64_t ctx_id(uint64_t c) { return c & ((uint64_t{1} << 62) - 1); }
@@ -99,6 +99,9 @@ class PsWorker {
   // `culprit`'s Work gets `why`, the others an abort error that quotes it.
   void abort(const Error& why, const Op* culprit);
   void post_receive(int server);
+  // An operation's failure with a server: "parameter server rank S failed: ..." when the
+  // server is gone, the cause otherwise, in the operation's words.
+  Error server_error(int server, const Error& cause, const Op& op) const;
 
   rdma::Fabric& fabric_;
   const KeyTable& keys_;
@@ -119,6 +122,7 @@ class PsWorker {
   std::vector<std::shared_ptr<Op>> ops_;  // pending
   std::vector<std::shared_ptr<Op>> finished_;  // to complete outside the lock
   uint64_t next_id_ = 1;
+  std::vector<char> acked_;  // per server: DoneAck received
   std::shared_ptr<const Error> aborted_;
   Stats stats_;
   std::chrono::steady_clock::time_point next_check_;

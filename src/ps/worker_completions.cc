@@ -45,13 +45,7 @@ void PsWorker::handle(const rdma::Completion& c) {
       if (node.empty()) return;
       Task& t = *node.mapped();
       if (!c.ok()) {
-        const int server = service_.servers[t.server];
-        const ErrorContext where{.rank = rank_, .peer = server, .op = t.op->what};
-        abort(c.error->category() == ErrorCategory::kRemote
-                  ? remote_error("parameter server rank " + std::to_string(server) +
-                                     " failed: " + c.error->message(), where)
-                  : Error(c.error->category(), c.error->message(), where),
-              t.op.get());
+        abort(server_error(t.server, *c.error, *t.op), t.op.get());
         return;
       }
       parts_[t.partition].push_in_flight = false;
@@ -61,12 +55,10 @@ void PsWorker::handle(const rdma::Completion& c) {
     }
     case rdma::OpType::kSend: {
       if (c.ok() || ctx_kind(c.context) != Ctx::kRequest) return;
-      auto node = pulls_.extract(ctx_id(c.context));
-      if (node.empty()) return;
-      Task& t = *node.mapped();
-      pull_by_dest_.erase({t.request.dest.key, t.request.dest_offset});
-      task_done(t, std::make_shared<const Error>(c.error->with_context({.rank = rank_, .op = t.op->what})),
-                UINT64_MAX);
+      // The request never reached its server: it is gone (or going).
+      auto it = pulls_.find(ctx_id(c.context));
+      if (it == pulls_.end()) return;
+      abort(server_error(it->second->server, *c.error, *it->second->op), it->second->op.get());
       return;
     }
     case rdma::OpType::kRecv: {
@@ -119,6 +111,9 @@ void PsWorker::on_control(const rdma::Completion& c, int server) {
       pump_server(server);
       return;
     }
+    case wire::Kind::kDoneAck:
+      acked_[server] = 1;
+      return;
     case wire::Kind::kFailure: {
       wire::FailureHeader head;
       if (c.bytes < sizeof head) break;
