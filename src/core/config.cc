@@ -319,7 +319,7 @@ std::vector<SettingRow> make_rows() {
          c.ps_servers = static_cast<int>(parse_int_in(n, v, 1, std::numeric_limits<int>::max()));
        },
        [](const Config& c, const std::string&) { return std::to_string(c.ps_servers); }},
-      {{"PLAIT_PS_PARTITION", "bytes: 4K..1G", "4M",
+      {{"PLAIT_PS_PARTITION", "bytes: 4K..1G", "256K",
         "Parameter server: keys larger than this are split into partitions spread over the servers"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.ps_partition_bytes = parse_bytes_setting(n, v, 4096);

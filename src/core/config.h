@@ -42,7 +42,7 @@ struct Config {
   // The parameter server (ps::KVStore): servers, largest partition, ring slots per worker and
   // server, and how its completion threads wait.
   int ps_servers = 1;                          // PLAIT_PS_SERVERS
-  size_t ps_partition_bytes = size_t{4} << 20;  // PLAIT_PS_PARTITION
+  size_t ps_partition_bytes = size_t{256} << 10;  // PLAIT_PS_PARTITION
   int ps_slots = 4;                            // PLAIT_PS_SLOTS
   WaitPolicy ps_wait = WaitPolicy::kHybrid;    // PLAIT_PS_WAIT
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL

@@ -16,6 +16,7 @@
 
 #include "bench_ops.h"
 #include "bench_options.h"
+#include "bench_ps.h"
 #include "bench_report.h"
 #include "coll/algorithms.h"
 #include "commands.h"
@@ -274,6 +275,19 @@ int run_bench(const BenchOptions& options) {
 }  // namespace
 
 int bench_main(int argc, char** argv) {
+  // `plait bench [-n N] ps ...` is the parameter server's bench, with options of its own.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-n") {
+      ++i;
+      continue;
+    }
+    if (args[i] == "ps") {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+      return ps_bench_main(args);
+    }
+    break;
+  }
   BenchOptions options;
   try {
     options = parse_bench_args(std::vector<std::string>(argv, argv + argc));

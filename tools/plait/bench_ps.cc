@@ -1,0 +1,272 @@
+#include "bench_ps.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "bench_options.h"
+#include "commands.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "plait/communicator.h"
+#include "plait/ps.h"
+#include "plait/rdma.h"
+
+namespace plait::cli {
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+int to_int(const std::string& option, const std::string& text, int min) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v < min)
+    throw invalid_usage(option + " takes an integer >= " + std::to_string(min) + ", not '" + text + "'");
+  return v;
+}
+
+double all_reduce(Communicator& comm, double v, ReduceOp op) {
+  comm.allreduce(&v, &v, 1, DataType::kF64, op)->wait();
+  return v;
+}
+
+// Point-to-point bandwidth of one-sided writes of `bytes` from the first worker to the first
+// server over a fabric like the service's own: the beta of the cost model.
+double measure_beta(const Bootstrap& bootstrap, int worker, int server, size_t bytes) {
+  auto fabric = rdma::Fabric::create(bootstrap, {.name = "ps-bench-beta"});
+  std::vector<std::byte> buf(bytes);
+  auto region = fabric->register_memory(buf.data(), buf.size(), rdma::kAccessRemoteWrite);
+  auto keys = fabric->exchange(region->remote_key());
+  double beta = 0;
+  if (fabric->rank() == worker) {
+    auto cq = fabric->create_cq();
+    rdma::Completion c;
+    double best = 1e30;
+    for (int rep = 0; rep < 8; ++rep) {
+      const Clock::time_point start = Clock::now();
+      fabric->write(server, buf.data(), bytes, keys[server], 0, {}, *cq, 0);
+      if (!cq->wait(&c, fabric->timeout()) || !c.ok())
+        throw remote_error("ps bench: the bandwidth probe's write failed");
+      if (rep > 0) best = std::min(best, seconds_since(start));
+    }
+    beta = static_cast<double>(bytes) / best;  // bytes per second
+  }
+  fabric->exchange(rdma::RemoteKey{});  // nobody deregisters while the probe writes
+  return beta;
+}
+
+int run(const PsBenchOptions& o) {
+  const Config config = Config::from_env();
+  Bootstrap bootstrap = bootstrap_from_env(config.connect_timeout);
+  auto comm = Communicator::create(bootstrap, {.name = "ps-bench"});
+  const int size = comm->size(), me = comm->rank();
+  if (o.servers >= size)
+    throw invalid_usage("--servers " + std::to_string(o.servers) + " leaves no worker among " +
+                        std::to_string(size) + " ranks");
+  const int W = size - o.servers;
+  ps::Options po;
+  po.servers = o.servers;
+  po.consistency = o.mode == "asp" ? ps::Consistency::kAsp
+                   : o.mode == "ssp" ? ps::Consistency::kSsp
+                                     : ps::Consistency::kBsp;
+  po.staleness = o.staleness;
+  auto kv = ps::KVStore::create(bootstrap, po);
+  const std::vector<size_t> sizes = size_sweep(o.min_bytes, o.max_bytes, o.factor);
+  std::vector<ps::KeySpec> specs;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    specs.push_back({.key = i, .count = std::max<size_t>(1, sizes[i] / 4), .dtype = DataType::kF32});
+  kv->register_keys(specs);
+  // Beta: a 16 MiB one-sided write (or the largest size) from worker 0 to server 0.
+  const double beta = all_reduce(
+      *comm, measure_beta(bootstrap, 0, W, std::min<size_t>(o.max_bytes, size_t{16} << 20)),
+      ReduceOp::kMax);
+
+  std::unique_ptr<std::FILE, decltype(&std::fclose)> json(nullptr, &std::fclose);
+  if (me == 0) {
+    if (!o.json_path.empty()) {
+      json.reset(std::fopen(o.json_path.c_str(), "w"));
+      if (!json) throw system_error("--json: cannot write '" + o.json_path + "'", errno);
+    }
+    std::printf("# plait bench ps: %s, %d servers, %d workers, %s, f32, partitions <= %zu bytes, %d slots\n",
+                o.op.c_str(), o.servers, W, o.mode.c_str(), config.ps_partition_bytes, config.ps_slots);
+    std::printf("# beta (one-sided write, worker 0 -> server 0): %.2f GB/s; ideal = max(n/beta, w*n/(k*beta))"
+                " per direction%s\n",
+                beta / 1e9, o.op == "push_pull" ? ", both directions at once" : "");
+    std::printf("# %12s %6s %11s %11s %11s %11s %11s %7s%s\n", "bytes", "iters", "time(us)",
+                "worker GB/s", "total GB/s", "CPU s/GB", "ideal(us)", "ideal%", o.check ? "  check" : "");
+    std::fflush(stdout);
+  }
+  const bool push = o.op != "pull", pull = o.op != "push";
+  int wrong_total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t count = specs[i].count, bytes = count * 4;
+    std::vector<float> data(kv->is_worker() ? count : 0, 1.0f), out(kv->is_worker() ? count : 0);
+    auto call = [&] {
+      ps::PsWorkPtr w;
+      if (push && pull) w = kv->push_pull(i, data.data(), out.data(), count, DataType::kF32);
+      else if (pull) w = kv->pull(i, out.data(), count, DataType::kF32);
+      else kv->push(i, data.data(), count, DataType::kF32)->wait();
+      if (w) w->wait();
+    };
+    int iters = o.iters;
+    double estimate = 0;
+    if (kv->is_worker()) {
+      const Clock::time_point start = Clock::now();
+      for (int k = 0; k < std::max(1, o.warmup); ++k) call();
+      estimate = seconds_since(start) / std::max(1, o.warmup);
+    }
+    if (iters == 0) iters = calibrated_iters(all_reduce(*comm, estimate, ReduceOp::kMax));
+    comm->barrier()->wait();
+    const double cpu0 = cpu_seconds();
+    const Clock::time_point start = Clock::now();
+    if (kv->is_worker())
+      for (int k = 0; k < iters; ++k) call();
+    const double mine = kv->is_worker() ? seconds_since(start) / iters : 0;
+    comm->barrier()->wait();  // servers' CPU counts until every worker is through
+    const double cpu = all_reduce(*comm, cpu_seconds() - cpu0, ReduceOp::kSum);
+    const double t = all_reduce(*comm, mine, ReduceOp::kMax);
+    int wrong = 0;
+    if (o.check && kv->is_worker() && pull) {
+      // BSP sum of every worker's ones: w (push_pull); pull-only returns the last sum.
+      const float want = push ? static_cast<float>(W) : out[0];
+      for (float x : out) wrong += x != want;
+    }
+    wrong_total += static_cast<int>(all_reduce(*comm, wrong, ReduceOp::kSum));
+    if (me == 0) {
+      const double moved = static_cast<double>(bytes) * ((push ? 1 : 0) + (pull ? 1 : 0));
+      const double per_worker = moved / t / 1e9;
+      const double direction = static_cast<double>(bytes) / beta;
+      const double ideal = std::max(direction, W * direction / o.servers);
+      const double cpu_per_gb = cpu / (moved * W * iters / 1e9);
+      std::printf("  %12zu %6d %11.1f %11.3f %11.3f %11.3f %11.1f %6.0f%%%s\n", bytes, iters, t * 1e6,
+                  per_worker, per_worker * W, cpu_per_gb, ideal * 1e6, 100 * ideal / t,
+                  o.check ? (wrong ? "  WRONG" : "  ok") : "");
+      std::fflush(stdout);
+      if (json)
+        std::fprintf(json.get(),
+                     "{\"op\":\"ps_%s\",\"mode\":\"%s\",\"servers\":%d,\"workers\":%d,\"bytes\":%zu,"
+                     "\"iters\":%d,\"time_us\":%.3f,\"worker_gbps\":%.4f,\"total_gbps\":%.4f,"
+                     "\"cpu_s_per_gb\":%.4f,\"ideal_us\":%.3f,\"beta_gbps\":%.4f}\n",
+                     o.op.c_str(), o.mode.c_str(), o.servers, W, bytes, iters, t * 1e6, per_worker,
+                     per_worker * W, cpu_per_gb, ideal * 1e6, beta / 1e9);
+    }
+  }
+  kv->finalize();
+  return wrong_total > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+PsBenchOptions parse_ps_bench_args(const std::vector<std::string>& args) {
+  PsBenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i], inline_value;
+    bool has_inline = false;
+    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline = true;
+    }
+    auto value = [&]() -> std::string {
+      if (has_inline) return inline_value;
+      if (i + 1 >= args.size()) throw invalid_usage(arg + " needs a value");
+      return args[++i];
+    };
+    auto bytes = [&](const std::string& text) {
+      try {
+        return parse_bytes(text);
+      } catch (const Error& e) {
+        throw invalid_usage(arg + ": " + e.message());
+      }
+    };
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "-n") {
+      o.nranks = to_int(arg, value(), 2);
+      continue;  // not forwarded: the ranks run the bench themselves
+    }
+    o.forwarded_args.push_back(args[i]);
+    const size_t before = i;
+    if (arg == "--servers") o.servers = to_int(arg, value(), 1);
+    else if (arg == "--op") o.op = value();
+    else if (arg == "--mode") o.mode = value();
+    else if (arg == "--staleness") o.staleness = to_int(arg, value(), 0);
+    else if (arg == "--min") o.min_bytes = bytes(value());
+    else if (arg == "--max") o.max_bytes = bytes(value());
+    else if (arg == "--factor") {
+      const std::string text = value();
+      char* end = nullptr;
+      o.factor = std::strtod(text.c_str(), &end);
+      if (*end != '\0' || !(o.factor > 1)) throw invalid_usage("--factor takes a number > 1, not '" + text + "'");
+    } else if (arg == "--iters") o.iters = to_int(arg, value(), 1);
+    else if (arg == "--warmup") o.warmup = to_int(arg, value(), 0);
+    else if (arg == "--check") o.check = true;
+    else if (arg == "--json") o.json_path = value();
+    else throw invalid_usage("unknown option '" + args[i] + "'");
+    if (i > before) o.forwarded_args.push_back(args[i]);
+  }
+  if (o.op != "push" && o.op != "pull" && o.op != "push_pull")
+    throw invalid_usage("--op takes push, pull or push_pull, not '" + o.op + "'");
+  if (o.mode != "bsp" && o.mode != "asp" && o.mode != "ssp")
+    throw invalid_usage("--mode takes bsp, asp or ssp, not '" + o.mode + "'");
+  if (o.staleness > 0 && o.mode != "ssp") throw invalid_usage("--staleness needs --mode ssp");
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes)
+    throw invalid_usage("--min must be at least 4 bytes and --max at least --min");
+  return o;
+}
+
+std::string ps_bench_usage() {
+  return "usage: plait bench [-n N] ps [options]\n"
+         "  the parameter server (ps::KVStore) over a size sweep: the last k ranks serve,\n"
+         "  the others push and pull one f32 key per size\n"
+         "  --servers k        servers (default 1)\n"
+         "  --op OP            push | pull | push_pull (default push_pull)\n"
+         "  --mode M           bsp | asp | ssp (default bsp); --staleness s with ssp\n"
+         "  --min B --max B    sizes in bytes (default 4K .. 16M), K/M/G suffixes\n"
+         "  --factor F         size step (default 4)\n"
+         "  --iters N          timed calls per size (default: calibrated, ~0.2 s)\n"
+         "  --warmup N         untimed calls first (default 3)\n"
+         "  --check            check the values pulled\n"
+         "  --json PATH        one JSON object per size\n"
+         "  PLAIT_PS_PARTITION, PLAIT_PS_SLOTS, PLAIT_PS_WAIT, PLAIT_TRANSPORT apply\n";
+}
+
+int ps_bench_main(const std::vector<std::string>& args) {
+  PsBenchOptions o;
+  try {
+    o = parse_ps_bench_args(args);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "plait bench ps: %s\n(plait bench ps --help for usage)\n", e.what());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(ps_bench_usage().c_str(), stdout);
+    return 0;
+  }
+  try {
+    if (o.nranks > 0) {
+      std::vector<std::string> command = {"/proc/self/exe", "bench", "ps"};
+      command.insert(command.end(), o.forwarded_args.begin(), o.forwarded_args.end());
+      return launch_local_job(o.nranks, command);
+    }
+    return run(o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "plait bench ps: %s\n", e.what());
+    return e.category() == ErrorCategory::kInvalidUsage ? 2 : 1;
+  }
+}
+
+}  // namespace plait::cli
