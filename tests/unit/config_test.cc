@@ -66,10 +66,11 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS",
         "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
-        "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND"}) {
+        "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND", "PLAIT_PS_SERVERS",
+        "PLAIT_PS_PARTITION", "PLAIT_PS_SLOTS", "PLAIT_PS_WAIT"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 34u);
+  EXPECT_EQ(settings().size(), 38u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {
@@ -164,6 +165,21 @@ TEST(ConfigIntegers, RangesAreChecked) {
   EXPECT_EQ(parse_one("PLAIT_PS_ROOTS", "3").ps_roots, 3);
   expect_rejected("PLAIT_PS_ROOTS", "-1", ">= 0");
   expect_rejected("PLAIT_PS_ROOTS", "99999999999", ">= 0");
+  // The parameter server's settings.
+  Config ps = Config::from_env(std::map<std::string, std::string>{});
+  EXPECT_EQ(ps.ps_servers, 1);
+  EXPECT_EQ(ps.ps_partition_bytes, size_t{256} << 10);
+  EXPECT_EQ(ps.ps_slots, 4);
+  EXPECT_EQ(ps.ps_wait, WaitPolicy::kHybrid);
+  EXPECT_EQ(parse_one("PLAIT_PS_SERVERS", "3").ps_servers, 3);
+  expect_rejected("PLAIT_PS_SERVERS", "0", ">= 1");
+  EXPECT_EQ(parse_one("PLAIT_PS_PARTITION", "1M").ps_partition_bytes, size_t{1} << 20);
+  expect_rejected("PLAIT_PS_PARTITION", "1K", "at least 4096 bytes");
+  expect_rejected("PLAIT_PS_PARTITION", "2G", "4K..1G");
+  EXPECT_EQ(parse_one("PLAIT_PS_SLOTS", "16").ps_slots, 16);
+  expect_rejected("PLAIT_PS_SLOTS", "0", "1..1024");
+  EXPECT_EQ(parse_one("PLAIT_PS_WAIT", "block").ps_wait, WaitPolicy::kBlock);
+  expect_rejected("PLAIT_PS_WAIT", "sometimes", "spin");
   EXPECT_EQ(parse_one("PLAIT_SPIN_US", "0").spin_time.count(), 0);
   EXPECT_EQ(parse_one("PLAIT_SPIN_US", "100").spin_time.count(), 100);
   EXPECT_EQ(parse_one("PLAIT_SPIN_US", "2ms").spin_time.count(), 2000);
