@@ -12,6 +12,9 @@ Every call takes NumPy arrays (or any C-contiguous buffer-protocol object) and r
 at once; the buffers stay pinned until the operation is done, even if the Work is dropped.
 Failures raise plait.Error subclasses carrying the same message, category and context (rank,
 peer, op) as the C++ library; bad arguments raise plait.InvalidUsageError and start nothing.
+
+plait.rdma has the one-sided API (registered windows, put/get/atomics, completion queues);
+plait.ps the parameter server.
 """
 
 from ._plait import (  # noqa: F401

@@ -7,9 +7,15 @@
 
 #include "communicator_py.h"
 #include "errors_py.h"
+#include "plait/ps.h"
+#include "rdma_py.h"
 #include "work_py.h"
 
 namespace py = pybind11;
+
+namespace plait::python {
+void register_ps(py::module_& m);
+}
 
 namespace {
 
@@ -40,7 +46,12 @@ PYBIND11_MODULE(_plait, m) {
       .def_property_readonly("bytes", [](PyWork& w) { return w.work().bytes(); },
                              "Bytes actually received.")
       .def_property_readonly("algorithm", [](PyWork& w) { return w.work().algorithm(); },
-                             "The algorithm a collective runs (\"ring\", ...).");
+                             "The algorithm a collective runs (\"ring\", ...).")
+      .def_property_readonly("version", [](PyWork& w) -> py::object {
+        const auto* p = dynamic_cast<const plait::ps::PsWork*>(&w.work());
+        if (!p) return py::none();
+        return py::int_(p->version());
+      }, "A parameter-server pull: the version it returned (None for other operations).");
 
   py::class_<PyCommunicator>(m, "Communicator",
                              "A group of ranks. Collectives must be issued in the same order on "
@@ -117,6 +128,9 @@ PYBIND11_MODULE(_plait, m) {
            "Ranks with equal color form a new communicator; None for a negative color.")
       .def("abort", &PyCommunicator::abort, py::arg("reason") = "aborted from Python",
            "Fails every pending and future operation here and on the peers.");
+
+  register_rdma(m);
+  register_ps(m);
 
   m.def("init", &init, py::arg("timeout") = 60.0,
         "A communicator over every rank of the job, from the environment that plait run, "

@@ -1,0 +1,194 @@
+// plait.ps: the parameter server (plait/ps.h) on Python buffers. Calls check their arguments
+// in C++ (plait.InvalidUsageError naming the key and the rank; nothing is sent then), pin
+// their buffers until the operation is done, and return a Work whose `version` says which
+// parameters a pull returned.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arrays.h"
+#include "plait/bootstrap.h"
+#include "plait/ps.h"
+#include "work_py.h"
+
+namespace py = pybind11;
+
+namespace plait::python {
+namespace {
+
+ps::Consistency parse_consistency(const std::string& name) {
+  if (name == "bsp") return ps::Consistency::kBsp;
+  if (name == "asp") return ps::Consistency::kAsp;
+  if (name == "ssp") return ps::Consistency::kSsp;
+  throw invalid_usage("consistency takes bsp, asp or ssp, not '" + name + "'");
+}
+
+ps::Rule parse_rule(const std::string& name) {
+  for (ps::Rule r : {ps::Rule::kSum, ps::Rule::kMean, ps::Rule::kSgd, ps::Rule::kMomentum, ps::Rule::kAdam})
+    if (name == ps::to_string(r)) return r;
+  throw invalid_usage("rule takes sum, mean, sgd, momentum or adam, not '" + name + "'");
+}
+
+class PyKVStore {
+ public:
+  PyKVStore(int servers, const std::string& consistency, int staleness, bool servers_first,
+            const std::string& name, const std::map<std::string, std::string>& settings,
+            double timeout_s)
+      : in_flight_(std::make_shared<InFlight>()) {
+    ps::Options o{.servers = servers,
+                  .servers_first = servers_first,
+                  .consistency = parse_consistency(consistency),
+                  .staleness = staleness,
+                  .name = name,
+                  .settings = settings};
+    py::gil_scoped_release nogil;
+    kv_ = ps::KVStore::create(bootstrap_from_env(to_ms(timeout_s)), o);
+  }
+  ~PyKVStore() {
+    {
+      py::gil_scoped_release nogil;
+      kv_.reset();
+    }
+    in_flight_->close();
+  }
+
+  void register_key(uint64_t key, size_t count, const std::string& dtype, const std::string& rule,
+                    float lr, float momentum, float beta1, float beta2, float eps,
+                    float weight_decay, py::object init) {
+    const std::optional<DataType> type = parse_dtype(dtype);
+    if (!type) throw invalid_usage("unknown dtype '" + dtype + "'", {.rank = kv_->rank(), .op = "ps register_key"});
+    ps::KeySpec spec{.key = key, .count = count, .dtype = *type};
+    spec.options.update = {.rule = parse_rule(rule), .lr = lr, .momentum = momentum, .beta1 = beta1,
+                           .beta2 = beta2, .eps = eps, .weight_decay = weight_decay};
+    BufferRef view;
+    if (!init.is_none()) {
+      view = std::make_shared<BufferView>(init, false, "init");
+      if (view->dtype() != *type || view->count() != count)
+        throw invalid_usage("init holds " + std::to_string(view->count()) + " " +
+                                std::string(to_string(view->dtype())) + " elements; key " +
+                                std::to_string(key) + " is " + std::to_string(count) + " " + dtype,
+                            {.rank = kv_->rank(), .op = "ps register_key"});
+      spec.options.init = view->data();
+    }
+    py::gil_scoped_release nogil;
+    kv_->register_keys({spec});
+  }
+
+  PyWork push(py::object keys, py::object data) { return call(keys, data, py::none(), "ps push"); }
+  PyWork pull(py::object keys, py::object out) { return call(keys, py::none(), out, "ps pull"); }
+  PyWork push_pull(py::object keys, py::object data, py::object out) {
+    return call(keys, data, out, "ps push_pull");
+  }
+
+  void finalize() {
+    py::gil_scoped_release nogil;
+    kv_->finalize();
+  }
+
+  py::dict stats() const {
+    const ps::Stats s = kv_->stats();
+    py::dict d;
+    d["pushes"] = s.pushes;
+    d["pulls"] = s.pulls;
+    d["bytes_pushed"] = s.bytes_pushed;
+    d["bytes_pulled"] = s.bytes_pulled;
+    d["credit_waits"] = s.credit_waits;
+    d["deferred"] = s.deferred;
+    d["cpu_seconds"] = s.cpu_seconds;
+    return d;
+  }
+
+  ps::KVStore& kv() const { return *kv_; }
+
+ private:
+  // One key (an int) or a list of keys, with one buffer or a list of buffers each.
+  PyWork call(py::object keys, py::object data, py::object out, const char* op) {
+    in_flight_->reap();
+    const bool many = py::isinstance<py::list>(keys) || py::isinstance<py::tuple>(keys);
+    std::vector<uint64_t> ids;
+    std::vector<py::object> ins, outs;
+    if (many) {
+      for (py::handle k : keys) ids.push_back(k.cast<uint64_t>());
+      if (!data.is_none()) for (py::handle d : data) ins.push_back(py::reinterpret_borrow<py::object>(d));
+      if (!out.is_none()) for (py::handle o : out) outs.push_back(py::reinterpret_borrow<py::object>(o));
+    } else {
+      ids.push_back(keys.cast<uint64_t>());
+      if (!data.is_none()) ins.push_back(data);
+      if (!out.is_none()) outs.push_back(out);
+    }
+    std::vector<BufferRef> pinned;
+    std::vector<const void*> src;
+    std::vector<void*> dst;
+    for (auto& d : ins) {
+      pinned.push_back(std::make_shared<BufferView>(d, false, "data"));
+      src.push_back(pinned.back()->data());
+    }
+    for (auto& o : outs) {
+      pinned.push_back(std::make_shared<BufferView>(o, true, "out"));
+      dst.push_back(pinned.back()->data());
+    }
+    // Single keys go through the checks of the typed calls (dtype and count of the buffer).
+    WorkPtr work;
+    {
+      py::gil_scoped_release nogil;
+      if (!many) {
+        const BufferView& v = *pinned.front();
+        if (!ins.empty() && !outs.empty())
+          work = kv_->push_pull(ids[0], src[0], dst[0], v.count(), v.dtype());
+        else if (!ins.empty())
+          work = kv_->push(ids[0], src[0], v.count(), v.dtype());
+        else
+          work = kv_->pull(ids[0], dst[0], v.count(), v.dtype());
+      } else if (!ins.empty() && !outs.empty()) {
+        work = kv_->push_pull(ids, src, dst);
+      } else if (!ins.empty()) {
+        work = kv_->push(ids, src);
+      } else {
+        work = kv_->pull(ids, dst);
+      }
+    }
+    (void)op;
+    return PyWork(std::move(work), std::move(pinned), in_flight_);
+  }
+
+  std::shared_ptr<ps::KVStore> kv_;
+  std::shared_ptr<InFlight> in_flight_;
+};
+
+}  // namespace
+
+void register_ps(py::module_& m) {
+  py::class_<PyKVStore>(m, "KVStore",
+                        "The parameter server (plait/ps.h): the last `servers` ranks serve "
+                        "key shards, the others push and pull. Creating one is collective.")
+      .def(py::init<int, const std::string&, int, bool, const std::string&,
+                    const std::map<std::string, std::string>&, double>(),
+           py::arg("servers") = 0, py::arg("consistency") = "bsp", py::arg("staleness") = 0,
+           py::arg("servers_first") = false, py::arg("name") = "ps",
+           py::arg("settings") = std::map<std::string, std::string>{}, py::arg("timeout") = 60.0)
+      .def_property_readonly("is_server", [](const PyKVStore& s) { return s.kv().is_server(); })
+      .def_property_readonly("is_worker", [](const PyKVStore& s) { return s.kv().is_worker(); })
+      .def_property_readonly("num_servers", [](const PyKVStore& s) { return s.kv().num_servers(); })
+      .def_property_readonly("num_workers", [](const PyKVStore& s) { return s.kv().num_workers(); })
+      .def_property_readonly("worker_index", [](const PyKVStore& s) { return s.kv().worker_index(); })
+      .def_property_readonly("server_index", [](const PyKVStore& s) { return s.kv().server_index(); })
+      .def_property_readonly("rank", [](const PyKVStore& s) { return s.kv().rank(); })
+      .def("register_key", &PyKVStore::register_key, py::arg("key"), py::arg("count"),
+           py::arg("dtype") = "f32", py::arg("rule") = "sum", py::arg("lr") = 0.01f,
+           py::arg("momentum") = 0.9f, py::arg("beta1") = 0.9f, py::arg("beta2") = 0.999f,
+           py::arg("eps") = 1e-8f, py::arg("weight_decay") = 0.0f, py::arg("init") = py::none(),
+           "Collective over every rank. init: the first worker's initial values (else zeros).")
+      .def("push", &PyKVStore::push, py::arg("key"), py::arg("data"),
+           "A key and a buffer, or a list of keys and a list of buffers.")
+      .def("pull", &PyKVStore::pull, py::arg("key"), py::arg("out"))
+      .def("push_pull", &PyKVStore::push_pull, py::arg("key"), py::arg("data"), py::arg("out"))
+      .def("finalize", &PyKVStore::finalize,
+           "Collective: workers finish and say so; servers serve until every worker has.")
+      .def("stats", &PyKVStore::stats);
+}
+
+}  // namespace plait::python

@@ -1,0 +1,121 @@
+"""One rank of the plait.rdma and plait.ps tests (started by test_ps_rdma.py via `plait run`).
+
+Usage: ps_rdma_ranks.py <case>; exits 0 when every check of the case holds on this rank.
+"""
+import sys
+
+import numpy as np
+
+import plait
+import plait.ps
+import plait.rdma as rdma
+
+
+def window():
+    fabric = rdma.Fabric(name="py-window")
+    n, me = fabric.size, fabric.rank
+    right, left = (me + 1) % n, (me - 1) % n
+    imms = fabric.completion_queue()
+    win = rdma.Window(fabric, np.zeros(1024, np.float32), imm_queue=imms)
+    win.put(right, np.arange(16, dtype=np.float32) + me, offset=8, imm=100 + me)
+    c = imms.wait(20)
+    assert c is not None and c.op == "remote write_imm" and c.imm == 100 + left, c
+    assert c.peer == left and c.offset == 32 and c.bytes == 64, (c.peer, c.offset, c.bytes)
+    win.fence()
+    assert (win.array[8:24] == np.arange(16) + left).all(), win.array[:30]
+    got = np.zeros(16, np.float32)
+    win.get(left, got, offset=8)
+    assert (got == np.arange(16) + (left - 1) % n).all(), got
+    # Atomics on rank 0's counter (rank 0 adds its share locally: the providers do not
+    # connect a rank to itself).
+    counter = rdma.Window(fabric, np.zeros(2, np.int64), access="a")
+    if me == 0:
+        counter.array[1] += 1
+    else:
+        old = counter.fetch_add(0, 1, me + 1)
+        assert old >= 0
+    counter.fence()
+    if me == 0:
+        assert counter.array[1] == n * (n + 1) // 2, counter.array
+    counter.fence()
+    # Refused: out of bounds and read-only leave the target's window unchanged.
+    ro = rdma.Window(fabric, np.full(8, 5, np.int32), access="r")
+    before = win.array.copy()
+    win.fence()
+    for bad in (lambda: win.put(right, np.ones(8, np.float32), offset=1020),
+                lambda: ro.put(right, np.ones(2, np.int32))):
+        try:
+            bad()
+            raise AssertionError("a refused access succeeded")
+        except plait.InvalidUsageError as e:
+            assert "rank" in str(e), e
+    win.fence()
+    assert (win.array == before).all() and (ro.array == 5).all()
+    for w in (win, counter, ro):
+        w.close()
+    print(f"rank {me}: window ok", flush=True)
+
+
+def ps_numpy(consistency):
+    kv = plait.ps.KVStore(servers=1, consistency=consistency, staleness=1 if consistency == "ssp" else 0)
+    n = 70000
+    weights = np.linspace(-1, 1, n).astype(np.float32)
+    kv.register(1, weights, rule="sgd", lr=0.5, init=weights)
+    kv.register(2, np.zeros(5, np.float64))
+    if kv.is_server:
+        kv.finalize()
+        return
+    w_count, me = kv.num_workers, kv.worker_index
+    out = np.zeros(n, np.float32)
+    work = kv.pull(1, out)
+    work.wait()
+    assert work.version == 0 and np.array_equal(out, weights), (work.version, out[:3])
+    grads = np.full(n, me + 1, np.float32)
+    for step in range(1, 4):
+        work = kv.push_pull(1, grads, out)
+        work.wait()
+        if consistency == "bsp":
+            assert work.version == step, work.version
+            mean = (w_count + 1) / 2
+            assert np.allclose(out, weights - 0.5 * mean * step, atol=1e-5), (step, out[:3])
+        else:
+            assert work.version <= step
+    totals = np.zeros(5, np.float64)
+    kv.push_pull([2], [np.ones(5)], [totals]).wait()
+    try:
+        kv.push(1, np.zeros(10, np.float32))
+        raise AssertionError("a wrong count was accepted")
+    except plait.InvalidUsageError as e:
+        assert "holds 70000 elements" in str(e), e
+    kv.finalize()
+    print(f"worker {me}: ps {consistency} ok", flush=True)
+
+
+def ps_torch():
+    import torch
+
+    kv = plait.ps.KVStore(servers=1)
+    w = torch.zeros(1000)
+    kv.register(3, w, rule="sum")
+    if kv.is_server:
+        kv.finalize()
+        return
+    g = torch.full((10, 100), float(kv.worker_index + 1))
+    out = torch.zeros(10, 100)
+    kv.push_pull(3, g, out).wait()
+    want = kv.num_workers * (kv.num_workers + 1) / 2
+    assert torch.all(out == want), out.flatten()[:3]
+    kv.finalize()
+    print(f"worker {kv.worker_index}: ps torch ok", flush=True)
+
+
+if __name__ == "__main__":
+    case = sys.argv[1]
+    if case == "window":
+        window()
+    elif case.startswith("ps_numpy_"):
+        ps_numpy(case[len("ps_numpy_"):])
+    elif case == "ps_torch":
+        ps_torch()
+    else:
+        sys.exit(f"unknown case {case}")
