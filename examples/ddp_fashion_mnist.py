@@ -138,6 +138,22 @@ def load_split(data_dir, prefix):
             torch.from_numpy(labels.astype(np.int64)))
 
 
+def standardizer(train_x):
+    """x_u8 -> float pixels standardized with the training set's mean and standard deviation,
+    from exact integer sums of the uint8 values (identical on every rank)."""
+    pixels = train_x.numpy().ravel()
+    s1 = int(pixels.sum(dtype=np.uint64))
+    s2 = sum(int((pixels[i:i + (1 << 22)].astype(np.uint32) ** 2).sum(dtype=np.uint64))
+             for i in range(0, pixels.size, 1 << 22))
+    mean = s1 / pixels.size / 255.0
+    std = float(np.sqrt(s2 / pixels.size / 255.0 ** 2 - mean * mean))
+
+    def prepare(x_u8):
+        return x_u8.float().div_(255.0).sub_(mean).div_(std)
+
+    return prepare
+
+
 class MLP(nn.Module):
     """784-H1-H2-10 MLP with ReLU.
 
@@ -252,18 +268,7 @@ def train(args, rank, world):
     t_start = time.perf_counter()
     train_x, train_y = load_split(args.data_dir, "train")
     test_x, test_y = load_split(args.data_dir, "t10k")
-    # Standardization with the training set's pixel mean and standard deviation, from exact
-    # integer sums of the uint8 values (identical on every rank).
-    pixels = train_x.numpy().ravel()
-    s1 = int(pixels.sum(dtype=np.uint64))
-    s2 = sum(int((pixels[i:i + (1 << 22)].astype(np.uint32) ** 2).sum(dtype=np.uint64))
-             for i in range(0, pixels.size, 1 << 22))
-    mean = s1 / pixels.size / 255.0
-    std = float(np.sqrt(s2 / pixels.size / 255.0 ** 2 - mean * mean))
-
-    def prepare(x_u8):
-        return x_u8.float().div_(255.0).sub_(mean).div_(std)
-
+    prepare = standardizer(train_x)
     lo, hi = rank * len(test_x) // world, (rank + 1) * len(test_x) // world
     test_xs, test_ys = prepare(test_x[lo:hi]), test_y[lo:hi]
 

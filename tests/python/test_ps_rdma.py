@@ -37,3 +37,22 @@ def test_ps_on_torch_tensors():
     code, out = run_ranks(3, "ps_torch")
     assert code == 0, out
     assert out.count("ps torch ok") == 2, out
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "ps_fashion_mnist.py")
+
+
+@pytest.mark.parametrize("mode", [["--mode", "bsp"], ["--mode", "ssp", "--staleness", "2"]])
+def test_ps_example_trains_fashion_mnist(mode):
+    pytest.importorskip("torch")
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        pytest.skip("dataset-fashion-mnist is not installed")
+    cmd = [PLAIT, "run", "-n", "3", "--", sys.executable, EXAMPLE, "--servers", "1",
+           "--epochs", "1"] + mode
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    result = [line for line in out.splitlines() if "RESULT" in line]
+    assert len(result) == 1, out
+    accuracy = float(result[0].split("test_accuracy=")[1].split()[0])
+    assert accuracy > 0.78, out  # one epoch of 2 workers; 3 epochs of 4 reach ~0.87 in BSP

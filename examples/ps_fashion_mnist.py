@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Parameter-server training of the DDP example's MLP on Fashion-MNIST, over plait.ps.
+
+    build/tools/plait/plait run -n 6 -- /usr/bin/python3 examples/ps_fashion_mnist.py --servers 2
+    ... --mode asp            # every push applied as it arrives
+    ... --mode ssp --staleness 4
+
+The last --servers ranks are servers: they hold the model's parameters, one key per tensor,
+split into partitions spread over the servers, and run Adam on them. The other ranks are
+workers: each computes the gradient of its batch, pushes it and pulls the updated parameters
+back (one batched push_pull per step, straight into the model's tensors). --mode picks the
+consistency: bsp (every step's gradients of all workers averaged, one Adam step per round:
+synchronous SGD), asp (every push is an Adam step of its own, workers never wait), ssp (as
+asp, but no worker more than --staleness steps ahead of the slowest).
+
+Data and model are the DDP example's (examples/ddp_fashion_mnist.py: same loader,
+standardization and MLP). Each worker takes a disjoint 1/W of a per-epoch shuffle (--seed);
+every worker runs the same number of steps. The first worker evaluates its pulled model on the
+full test set after every epoch and prints
+
+    epoch E/N train_loss=... test_accuracy=... epoch_s=... version=...
+
+where version is the parameters' version as the last pull returned it (BSP: rounds applied),
+and at the end exactly one line
+
+    RESULT mode=<bsp|asp|ssp> test_accuracy=<0..1> epoch_s=<mean> samples_per_s=<all workers>
+"""
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from ddp_fashion_mnist import DEFAULT_DATA_DIR, MLP, SetupError, load_split, standardizer  # noqa: E402
+
+import torch  # noqa: E402  (ddp_fashion_mnist checked that it is there)
+import torch.nn.functional as F  # noqa: E402
+
+
+def import_plait_ps():
+    try:
+        import plait.ps  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "build", "python"))
+        try:
+            import plait.ps  # noqa: F401
+        except ImportError as e:
+            raise SetupError(f"plait.ps is not importable ({e}): build plait (make build) or "
+                             f"add its build/python to PYTHONPATH") from e
+    return sys.modules["plait.ps"]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--servers", type=int, default=2, help="server ranks (default: 2)")
+    p.add_argument("--mode", choices=["bsp", "asp", "ssp"], default="bsp")
+    p.add_argument("--staleness", type=int, default=0, help="ssp's bound (default: 0)")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=128, help="per worker (default: 128)")
+    p.add_argument("--lr", type=float, default=1e-3,
+                   help="the servers' Adam learning rate (default: 1e-3)")
+    p.add_argument("--hidden", type=int, nargs=2, default=[256, 128], metavar=("H1", "H2"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=300, help="seconds (default: 300)")
+    args = p.parse_args(argv)
+    if args.staleness and args.mode != "ssp":
+        p.error("--staleness needs --mode ssp")
+    return args
+
+
+def run(args):
+    ps = import_plait_ps()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    kv = ps.KVStore(servers=args.servers, consistency=args.mode, staleness=args.staleness,
+                    settings={"PLAIT_TIMEOUT": str(int(args.timeout * 1000))})
+    model = MLP(*args.hidden, fc_as_conv=torch.backends.mkldnn.is_available())
+    params = [p.data for p in model.parameters()]
+    # One key per tensor, initialised from the first worker's model, updated by Adam on the
+    # servers (every rank registers the same keys in the same order).
+    for key, p in enumerate(params):
+        kv.register(key, p, rule="adam", lr=args.lr, init=p)
+    if kv.is_server:
+        kv.finalize()
+        return
+    keys = list(range(len(params)))
+    workers, me = kv.num_workers, kv.worker_index
+    kv.pull(keys, params).wait()  # every worker starts from the same parameters
+
+    train_x, train_y = load_split(args.data_dir, "train")
+    test_x, test_y = load_split(args.data_dir, "t10k")
+    prepare = standardizer(train_x)
+    test_xs = prepare(test_x)
+    steps = len(train_x) // workers // args.batch_size
+    if me == 0:
+        print(f"mode={args.mode} staleness={args.staleness} servers={kv.num_servers} "
+              f"workers={workers} params={sum(p.numel() for p in params)} "
+              f"batch={args.batch_size}/worker lr={args.lr} steps/epoch={steps}", flush=True)
+    epoch_times, accuracy = [], 0.0
+    for epoch in range(args.epochs):
+        order = np.random.default_rng(args.seed + epoch).permutation(len(train_x))[me::workers]
+        loss_sum, version = 0.0, 0
+        t0 = time.perf_counter()
+        for step in range(steps):
+            bi = torch.from_numpy(order[step * args.batch_size:(step + 1) * args.batch_size])
+            model.zero_grad(set_to_none=False)
+            loss = F.cross_entropy(model(prepare(train_x[bi])), train_y[bi])
+            loss.backward()
+            work = kv.push_pull(keys, [p.grad for p in model.parameters()], params)
+            work.wait()
+            version = work.version
+            loss_sum += loss.item()
+        epoch_times.append(time.perf_counter() - t0)
+        if me == 0:
+            with torch.no_grad():
+                accuracy = (model(test_xs).argmax(dim=1) == test_y).float().mean().item()
+            print(f"epoch {epoch + 1}/{args.epochs} train_loss={loss_sum / steps:.4f} "
+                  f"test_accuracy={accuracy:.4f} epoch_s={epoch_times[-1]:.2f} "
+                  f"version={version}", flush=True)
+    if me == 0:
+        samples_per_s = steps * args.batch_size * workers * args.epochs / sum(epoch_times)
+        print(f"RESULT mode={args.mode} test_accuracy={accuracy:.4f} "
+              f"epoch_s={np.mean(epoch_times):.3f} samples_per_s={samples_per_s:.0f}", flush=True)
+    kv.finalize()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rank = os.environ.get("RANK", "?")
+    try:
+        run(args)
+    except SetupError as e:
+        print(f"error: rank {rank}: {e}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as e:  # noqa: BLE001 - report anything with the rank, then fail
+        traceback.print_exc()
+        print(f"error: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
