@@ -260,7 +260,7 @@ std::vector<SettingRow> make_rows() {
        [](Config& c, const std::string&, const std::string& v) { c.tcp_interface = trim(v); },
        [](const Config& c, const std::string&) { return c.tcp_interface; }},
       {{"PLAIT_EAGER_THRESHOLD", "bytes", "0",
-        "Smallest message sent by rendezvous instead of eagerly; 0 = the provider's default (tcp 1M)"},
+        "Smallest message sent by rendezvous instead of eagerly; 0 = the provider's default (tcp 2M)"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.eager_threshold = parse_bytes_setting(n, v, 0);
        },

@@ -38,9 +38,14 @@ CostModel tcp_cost_model(const Config& config) {
   // mostly avoids (a step posts its receive before its peer's data can arrive). Measured
   // on loopback with inline progress, min of 4 runs: sendrecv 128 KiB np=2 94 us rendezvous
   // vs 62 eager; allreduce np=2 at 128 KiB / 512 KiB / 1 MiB 99 / 185 / 292 us with a
-  // 64 KiB threshold vs 61 / 145 / 242 with 1 MiB. 1 MiB also bounds what one unexpected
-  // message pins on the receiver (PLAIT_MAX_UNEXPECTED bounds the sum per peer).
-  constexpr size_t kEagerThreshold = size_t{1} << 20;
+  // 64 KiB threshold vs 61 / 145 / 242 with 1 MiB. Above a collective's chunk (1 MiB), so
+  // a schedule's chunks never wait for a round trip each: on a link whose queues hold tens
+  // of milliseconds (1 Gbit/s with TBF, bench/ps_testbed.sh) a round trip per 1 MiB chunk
+  // held a 64 MiB ring allreduce np=2 to 67 MB/s of 125, eagerly 119; on loopback 2 MiB was
+  // level with 1 MiB (9 alternating runs: 260 / 1725 / 8826 us at 1 / 4 / 16 MiB against
+  // 277 / 1743 / 9793). 2 MiB also bounds what one unexpected message pins on the receiver
+  // (PLAIT_MAX_UNEXPECTED bounds the sum per peer).
+  constexpr size_t kEagerThreshold = size_t{2} << 20;
   m.eager_threshold = config.eager_threshold != 0 ? config.eager_threshold : kEagerThreshold;
   return m;
 }
