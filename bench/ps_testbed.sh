@@ -12,14 +12,14 @@
 #   colocated  W workers and W servers, worker i and server i on host i
 #   allreduce  plait bench allreduce --algo ring over the W worker hosts alone
 # Prints per layout the slowest worker's seconds per call, median (min-max), the bytes a
-# worker sends per call over it (push_pull: BYTES each way; ring: 2(W-1)/W x BYTES each way)
-# as a share of the line rate, and the servers' and workers' CPU-seconds per GB (plait bench
-# ps counts every thread of every rank during the timed calls).
+# worker sends over its link per call (push_pull: BYTES each way, less the share of its own
+# host's server when colocated; ring: 2(W-1)/W x BYTES each way) as a share of the line rate,
+# and the CPU-seconds per GB of every thread of every rank during the timed calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${WORKERS:-4}
 RATE=${RATE:-1gbit}
-BYTES=${BYTES:-100M}
+BYTES=${BYTES:-100000000}  # 100 MB, as BytePS counts
 PARTITION=${PARTITION:-4M}
 REPS=${REPS:-3}
 ITERS=${ITERS:-3}
@@ -74,6 +74,8 @@ import re, statistics, sys
 out, w, rate, reps = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 line_Bps = {"1gbit": 125e6, "10gbit": 1.25e9}.get(rate, 0)
 
+busy = {}
+
 def rows(name):
     times, cpus, size = [], [], 0
     for rep in range(1, reps + 1):
@@ -83,22 +85,27 @@ def rows(name):
             m = re.search(r"^\s*(\d+)\s+\d+\s+f32\s+sum\s+\S+\s+-?\d+\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+([\d.]+)", text, re.M)
             size, t, cpu = int(m.group(1)), float(m.group(2)) * 1e-6, float(m.group(3))
         else:
-            m = re.search(r"^\s*(\d+)\s+\d+\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+([\d.]+)", text, re.M)
+            # bytes iters time worker_GB/s total_GB/s CPU_s/GB server_busy% ...
+            m = re.search(r"^\s*(\d+)\s+\d+\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+(\d+)%", text, re.M)
             size, t, cpu = int(m.group(1)), float(m.group(2)) * 1e-6, float(m.group(3))
+            busy.setdefault(name, []).append(int(m.group(4)))
         times.append(t)
         cpus.append(cpu)
     return size, times, cpus
 
 print(f"# {w} worker hosts, links {rate}, TBF both directions; median (min-max) of {reps}")
-print("| layout | seconds per call | bytes out per worker | share of line rate | CPU s/GB |")
-print("|---|---:|---:|---:|---:|")
+print("| layout | seconds per call | bytes over a host's link, each way | share of line rate | CPU s/GB | a server's CPU busy |")
+print("|---|---:|---:|---:|---:|---:|")
 base = None
 for name in ("separate", "colocated", "allreduce"):
     size, times, cpus = rows(name)
     med = statistics.median(times)
-    sent = size * (2 * (w - 1) / w if name == "allreduce" else 1)
+    # Colocated, a host's link carries its worker's pushes and its server's replies for the
+    # other hosts: 2(W-1)/W of the vector each way, as the ring's.
+    sent = size * (2 * (w - 1) / w if name in ("allreduce", "colocated") else 1)
     share = f"{100 * sent / med / line_Bps:.0f}%" if line_Bps else "-"
-    print(f"| {name} | {med:.3f} ({min(times):.3f}-{max(times):.3f}) | {sent / 1e6:.0f} MB | {share} | {statistics.median(cpus):.2f} |")
+    srv = f"{statistics.median(busy[name]):.0f}%" if name in busy else "-"
+    print(f"| {name} | {med:.3f} ({min(times):.3f}-{max(times):.3f}) | {sent / 1e6:.0f} MB | {share} | {statistics.median(cpus):.2f} | {srv} |")
     if name == "allreduce":
         base = med
 for name in ("separate", "colocated"):

@@ -319,14 +319,21 @@ std::vector<SettingRow> make_rows() {
          c.ps_servers = static_cast<int>(parse_int_in(n, v, 1, std::numeric_limits<int>::max()));
        },
        [](const Config& c, const std::string&) { return std::to_string(c.ps_servers); }},
-      {{"PLAIT_PS_PARTITION", "bytes: 4K..1G", "256K",
+      {{"PLAIT_PS_PARTITION", "bytes: 4K..1G", "4M",
         "Parameter server: keys larger than this are split into partitions spread over the servers"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.ps_partition_bytes = parse_bytes_setting(n, v, 4096);
          if (c.ps_partition_bytes > (size_t{1} << 30)) reject(n, v, "bytes: 4K..1G");
        },
        [](const Config& c, const std::string&) { return format_bytes(c.ps_partition_bytes); }},
-      {{"PLAIT_PS_SLOTS", "int: 1..1024", "4",
+      {{"PLAIT_PS_CHUNK", "bytes: 4K..1G", "256K",
+        "Parameter server: what one push, reply or ring slot carries at most (a partition is cut into chunks)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.ps_chunk_bytes = parse_bytes_setting(n, v, 4096);
+         if (c.ps_chunk_bytes > (size_t{1} << 30)) reject(n, v, "bytes: 4K..1G");
+       },
+       [](const Config& c, const std::string&) { return format_bytes(c.ps_chunk_bytes); }},
+      {{"PLAIT_PS_SLOTS", "int: 1..1024", "8",
         "Parameter server: ring-buffer slots (one partition each) per worker on each server"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.ps_slots = static_cast<int>(parse_int_in(n, v, 1, 1024));

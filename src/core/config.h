@@ -39,11 +39,13 @@ struct Config {
   WaitPolicy wait_policy = WaitPolicy::kHybrid;  // PLAIT_WAIT: spin|block|hybrid
   std::chrono::microseconds spin_time{50};       // PLAIT_SPIN_US: hybrid's spin budget
   int ps_roots = 0;                   // PLAIT_PS_ROOTS: k roots of the ps algorithm, 0 = auto
-  // The parameter server (ps::KVStore): servers, largest partition, ring slots per worker and
-  // server, and how its completion threads wait.
+  // The parameter server (ps::KVStore): servers, largest partition placed on one server,
+  // largest chunk moved at once, ring slots per worker and server, and how its completion
+  // threads wait.
   int ps_servers = 1;                          // PLAIT_PS_SERVERS
-  size_t ps_partition_bytes = size_t{256} << 10;  // PLAIT_PS_PARTITION
-  int ps_slots = 4;                            // PLAIT_PS_SLOTS
+  size_t ps_partition_bytes = size_t{4} << 20;  // PLAIT_PS_PARTITION (placement unit)
+  size_t ps_chunk_bytes = size_t{256} << 10;    // PLAIT_PS_CHUNK (transfer unit, ring slot)
+  int ps_slots = 8;                            // PLAIT_PS_SLOTS
   WaitPolicy ps_wait = WaitPolicy::kHybrid;    // PLAIT_PS_WAIT
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL
   // PLAIT_BIND: plait run's CPU binding (none, auto, core). Not bound by default: a rank's

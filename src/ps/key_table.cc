@@ -19,10 +19,10 @@ const KeyInfo& KeyTable::add(const KeySpec& spec, int rank) {
                             " rule needs a floating-point key, not " +
                             std::string(to_string(spec.dtype)),
                         ctx);
-  if (parts_.size() + spec.count / std::max<size_t>(1, parts_.partition_bytes() / dtype_size(spec.dtype)) + 1 >
+  if (parts_.size() + spec.count / std::max<size_t>(1, parts_.chunk_bytes() / dtype_size(spec.dtype)) + 2 >
       wire::kMaxPartitions)
-    throw invalid_usage("key " + std::to_string(spec.key) + ": more than 2^24 partitions in all; "
-                        "raise PLAIT_PS_PARTITION", ctx);
+    throw invalid_usage("key " + std::to_string(spec.key) + ": more than 2^24 chunks in all; "
+                        "raise PLAIT_PS_CHUNK", ctx);
   KeyInfo info;
   info.key = spec.key;
   info.count = spec.count;

@@ -23,7 +23,8 @@ struct KeyInfo {
 
 class KeyTable {
  public:
-  KeyTable(int servers, size_t partition_bytes) : parts_(servers, partition_bytes) {}
+  KeyTable(int servers, size_t partition_bytes, size_t chunk_bytes)
+      : parts_(servers, partition_bytes, chunk_bytes) {}
 
   // Throws kInvalidUsage for a key already registered, a zero count, or an optimizer on an
   // integer key.

@@ -81,7 +81,7 @@ class KVStoreImpl final : public KVStore {
       : fabric_(std::move(fabric)),
         service_(std::move(service)),
         options_(std::move(options)),
-        keys_(service_.num_servers(), config.ps_partition_bytes) {
+        keys_(service_.num_servers(), config.ps_partition_bytes, config.ps_chunk_bytes) {
     const int me = fabric_->rank();
     const int role = service_.role_index[me];
     const bool server = std::find(service_.servers.begin(), service_.servers.end(), me) !=
@@ -279,7 +279,7 @@ std::shared_ptr<KVStore> KVStore::create(const Bootstrap& bootstrap, const Optio
   Service service;
   service.consistency = options.consistency;
   service.staleness = options.staleness;
-  service.slot_bytes = (config.ps_partition_bytes + 63) / 64 * 64;
+  service.slot_bytes = (std::min(config.ps_chunk_bytes, config.ps_partition_bytes) + 63) / 64 * 64;
   service.slots = static_cast<uint32_t>(config.ps_slots);
   service.timeout = config.timeout;
   service.role_index.resize(size);

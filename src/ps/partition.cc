@@ -13,8 +13,25 @@ int hash_server(uint64_t key, int servers) {
   return static_cast<int>(z % static_cast<uint64_t>(servers));
 }
 
-PartitionTable::PartitionTable(int servers, size_t partition_bytes)
-    : servers_(servers), partition_bytes_(partition_bytes), load_(servers, 0), by_server_(servers) {}
+PartitionTable::PartitionTable(int servers, size_t partition_bytes, size_t chunk_bytes)
+    : servers_(servers),
+      partition_bytes_(partition_bytes),
+      chunk_bytes_(std::min(chunk_bytes, partition_bytes)),
+      load_(servers, 0),
+      by_server_(servers) {}
+
+namespace {
+
+// n nearly equal ranges of [0, count): each holds at most `per` elements.
+struct Split {
+  size_t n, each;
+};
+Split split(size_t count, size_t per) {
+  const size_t n = (count + per - 1) / per;
+  return {n, (count + n - 1) / n};
+}
+
+}  // namespace
 
 int PartitionTable::least_loaded() const {
   return static_cast<int>(std::min_element(load_.begin(), load_.end()) - load_.begin());
@@ -22,25 +39,28 @@ int PartitionTable::least_loaded() const {
 
 std::vector<uint32_t> PartitionTable::add(uint64_t key, size_t count, DataType dtype) {
   const size_t elem = dtype_size(dtype);
-  // The most elements a partition may hold; every partition gets as many as it can, the
-  // last one the rest: equal ranges keep the servers' shares equal.
-  const size_t per = std::max<size_t>(1, partition_bytes_ / elem);
-  const size_t n = (count + per - 1) / per;
-  const size_t each = (count + n - 1) / n;
+  // Equal ranges keep the servers' shares equal; every range as large as it may be.
+  const Split ranges = split(count, std::max<size_t>(1, partition_bytes_ / elem));
   std::vector<uint32_t> ids;
-  for (size_t i = 0; i < n; ++i) {
-    Partition p;
-    p.id = static_cast<uint32_t>(parts_.size());
-    p.key = key;
-    p.first = i * each;
-    p.count = std::min(each, count - p.first);
-    // One partition: by hash. Several: each to the server with the fewest bytes so far.
-    p.server = n == 1 ? hash_server(key, servers_) : least_loaded();
-    p.local = static_cast<uint32_t>(by_server_[p.server].size());
-    load_[p.server] += p.bytes(dtype);
-    by_server_[p.server].push_back(p.id);
-    parts_.push_back(p);
-    ids.push_back(p.id);
+  for (size_t r = 0; r < ranges.n; ++r) {
+    const size_t first = r * ranges.each;
+    const size_t length = std::min(ranges.each, count - first);
+    // One range: by hash. Several: each to the server with the fewest bytes so far.
+    const int server = ranges.n == 1 ? hash_server(key, servers_) : least_loaded();
+    load_[server] += length * elem;
+    const Split chunks = split(length, std::max<size_t>(1, chunk_bytes_ / elem));
+    for (size_t c = 0; c < chunks.n; ++c) {
+      Partition p;
+      p.id = static_cast<uint32_t>(parts_.size());
+      p.key = key;
+      p.first = first + c * chunks.each;
+      p.count = std::min(chunks.each, length - c * chunks.each);
+      p.server = server;
+      p.local = static_cast<uint32_t>(by_server_[server].size());
+      by_server_[server].push_back(p.id);
+      parts_.push_back(p);
+      ids.push_back(p.id);
+    }
   }
   return ids;
 }

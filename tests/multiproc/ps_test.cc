@@ -424,6 +424,7 @@ TEST_P(PsBsp, EveryRuleAndDtypeMatchesTheScalarReference) {
                         {{"PLAIT_TIMEOUT", "60000"},
                          {"PS_SERVERS", std::to_string(s.servers)},
                          {"PLAIT_PS_PARTITION", "256K"},
+                         {"PLAIT_PS_CHUNK", "64K"},
                          {"PLAIT_PS_SLOTS", "2"}},
                         300);
   EXPECT_EQ(r.status, 0) << r.output;

@@ -67,10 +67,10 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
         "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND", "PLAIT_PS_SERVERS",
-        "PLAIT_PS_PARTITION", "PLAIT_PS_SLOTS", "PLAIT_PS_WAIT"}) {
+        "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WAIT"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 38u);
+  EXPECT_EQ(settings().size(), 39u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {
@@ -168,8 +168,10 @@ TEST(ConfigIntegers, RangesAreChecked) {
   // The parameter server's settings.
   Config ps = Config::from_env(std::map<std::string, std::string>{});
   EXPECT_EQ(ps.ps_servers, 1);
-  EXPECT_EQ(ps.ps_partition_bytes, size_t{256} << 10);
-  EXPECT_EQ(ps.ps_slots, 4);
+  EXPECT_EQ(ps.ps_partition_bytes, size_t{4} << 20);
+  EXPECT_EQ(ps.ps_chunk_bytes, size_t{256} << 10);
+  EXPECT_EQ(parse_one("PLAIT_PS_CHUNK", "64K").ps_chunk_bytes, size_t{64} << 10);
+  EXPECT_EQ(ps.ps_slots, 8);
   EXPECT_EQ(ps.ps_wait, WaitPolicy::kHybrid);
   EXPECT_EQ(parse_one("PLAIT_PS_SERVERS", "3").ps_servers, 3);
   expect_rejected("PLAIT_PS_SERVERS", "0", ">= 1");

@@ -17,7 +17,7 @@ namespace plait::ps {
 namespace {
 
 TEST(PsPartition, SmallKeysAreOnePartitionPlacedByHash) {
-  PartitionTable t(4, 4 << 20);
+  PartitionTable t(4, 4 << 20, 256 << 10);
   std::vector<int> per_server(4, 0);
   for (uint64_t key = 0; key < 400; ++key) {
     auto ids = t.add(key, 1000, DataType::kF32);
@@ -33,7 +33,8 @@ TEST(PsPartition, SmallKeysAreOnePartitionPlacedByHash) {
 TEST(PsPartition, LargeKeysSplitIntoBoundedRangesBalancedByBytes) {
   for (size_t part_bytes : {size_t{4096}, size_t{1} << 20, size_t{4} << 20}) {
     for (int servers : {1, 2, 3, 4}) {
-      PartitionTable t(servers, part_bytes);
+      const size_t chunk = std::min(part_bytes, size_t{256} << 10);
+      PartitionTable t(servers, part_bytes, chunk);
       for (size_t count : {size_t{1}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{300001},
                            size_t{16} << 20}) {
         for (DataType dtype : {DataType::kF32, DataType::kF16, DataType::kF64}) {
@@ -41,9 +42,9 @@ TEST(PsPartition, LargeKeysSplitIntoBoundedRangesBalancedByBytes) {
           size_t next = 0;
           for (uint32_t id : ids) {
             const Partition& p = t[id];
-            EXPECT_EQ(p.first, next) << "ranges are contiguous and in order";
+            EXPECT_EQ(p.first, next) << "chunks are contiguous and in order";
             EXPECT_GT(p.count, 0u);
-            EXPECT_LE(p.bytes(dtype), part_bytes) << "a partition fits its ring slot";
+            EXPECT_LE(p.bytes(dtype), chunk) << "a chunk fits its ring slot";
             next += p.count;
             EXPECT_EQ(t.on_server(p.server)[p.local], id);
           }
@@ -59,8 +60,19 @@ TEST(PsPartition, LargeKeysSplitIntoBoundedRangesBalancedByBytes) {
   }
 }
 
+TEST(PsPartition, PartitionsArePlacedWholeAndMovedInChunks) {
+  // 100 MB in 4 MiB partitions over 4 servers: 24 partitions, 6 per server, each cut into 16
+  // chunks of 256 KiB (the last ones a little smaller).
+  PartitionTable t(4, 4 << 20, 256 << 10);
+  auto ids = t.add(1, 25'000'000, DataType::kF32);
+  for (size_t load : t.load()) EXPECT_NEAR(static_cast<double>(load), 25e6, 64);
+  std::vector<size_t> chunks(4, 0);
+  for (uint32_t id : ids) chunks[t[id].server] += 1;
+  for (size_t c : chunks) EXPECT_EQ(c, 6u * 16u);
+}
+
 TEST(PsPartition, TheSameRegistrationsGiveTheSameTable) {
-  PartitionTable a(3, 65536), b(3, 65536);
+  PartitionTable a(3, 65536, 16384), b(3, 65536, 16384);
   for (uint64_t k = 0; k < 50; ++k) {
     EXPECT_EQ(a.add(k, 1000 + k * 9000, DataType::kF32), b.add(k, 1000 + k * 9000, DataType::kF32));
   }
@@ -68,7 +80,7 @@ TEST(PsPartition, TheSameRegistrationsGiveTheSameTable) {
 }
 
 TEST(PsKeyTable, RefusesDuplicatesEmptyKeysAndOptimizersOnIntegers) {
-  KeyTable t(2, 4096);
+  KeyTable t(2, 4096, 4096);
   t.add({.key = 1, .count = 10, .dtype = DataType::kF32}, 0);
   EXPECT_THROW(t.add({.key = 1, .count = 10, .dtype = DataType::kF32}, 0), Error);
   EXPECT_THROW(t.add({.key = 2, .count = 0, .dtype = DataType::kF32}, 0), Error);

@@ -98,13 +98,16 @@ int run(const PsBenchOptions& o) {
       json.reset(std::fopen(o.json_path.c_str(), "w"));
       if (!json) throw system_error("--json: cannot write '" + o.json_path + "'", errno);
     }
-    std::printf("# plait bench ps: %s, %d servers, %d workers, %s, f32, partitions <= %zu bytes, %d slots\n",
-                o.op.c_str(), o.servers, W, o.mode.c_str(), config.ps_partition_bytes, config.ps_slots);
+    std::printf("# plait bench ps: %s, %d servers, %d workers, %s, f32, partitions <= %zu bytes in "
+                "chunks <= %zu, %d slots\n",
+                o.op.c_str(), o.servers, W, o.mode.c_str(), config.ps_partition_bytes,
+                config.ps_chunk_bytes, config.ps_slots);
     std::printf("# beta (one-sided write, worker 0 -> server 0): %.2f GB/s; ideal = max(n/beta, w*n/(k*beta))"
                 " per direction%s\n",
                 beta / 1e9, o.op == "push_pull" ? ", both directions at once" : "");
-    std::printf("# %12s %6s %11s %11s %11s %11s %11s %7s%s\n", "bytes", "iters", "time(us)",
-                "worker GB/s", "total GB/s", "CPU s/GB", "ideal(us)", "ideal%", o.check ? "  check" : "");
+    std::printf("# %12s %6s %11s %11s %11s %11s %10s %11s %7s%s\n", "bytes", "iters", "time(us)",
+                "worker GB/s", "total GB/s", "CPU s/GB", "srv busy", "ideal(us)", "ideal%",
+                o.check ? "  check" : "");
     std::fflush(stdout);
   }
   const bool push = o.op != "pull", pull = o.op != "push";
@@ -134,7 +137,11 @@ int run(const PsBenchOptions& o) {
       for (int k = 0; k < iters; ++k) call();
     const double mine = kv->is_worker() ? seconds_since(start) / iters : 0;
     comm->barrier()->wait();  // servers' CPU counts until every worker is through
-    const double cpu = all_reduce(*comm, cpu_seconds() - cpu0, ReduceOp::kSum);
+    const double my_cpu = cpu_seconds() - cpu0;
+    const double cpu = all_reduce(*comm, my_cpu, ReduceOp::kSum);
+    // How busy a server process was: its CPU time (aggregation, updates, transport) over the
+    // timed loop's wall time, the mean over the servers.
+    const double server_cpu = all_reduce(*comm, kv->is_server() ? my_cpu : 0.0, ReduceOp::kSum);
     const double t = all_reduce(*comm, mine, ReduceOp::kMax);
     int wrong = 0;
     if (o.check && kv->is_worker() && pull) {
@@ -149,17 +156,19 @@ int run(const PsBenchOptions& o) {
       const double direction = static_cast<double>(bytes) / beta;
       const double ideal = std::max(direction, W * direction / o.servers);
       const double cpu_per_gb = cpu / (moved * W * iters / 1e9);
-      std::printf("  %12zu %6d %11.1f %11.3f %11.3f %11.3f %11.1f %6.0f%%%s\n", bytes, iters, t * 1e6,
-                  per_worker, per_worker * W, cpu_per_gb, ideal * 1e6, 100 * ideal / t,
-                  o.check ? (wrong ? "  WRONG" : "  ok") : "");
+      const double server_busy = server_cpu / (o.servers * t * iters);
+      std::printf("  %12zu %6d %11.1f %11.3f %11.3f %11.3f %9.0f%% %11.1f %6.0f%%%s\n", bytes, iters,
+                  t * 1e6, per_worker, per_worker * W, cpu_per_gb, 100 * server_busy, ideal * 1e6,
+                  100 * ideal / t, o.check ? (wrong ? "  WRONG" : "  ok") : "");
       std::fflush(stdout);
       if (json)
         std::fprintf(json.get(),
                      "{\"op\":\"ps_%s\",\"mode\":\"%s\",\"servers\":%d,\"workers\":%d,\"bytes\":%zu,"
                      "\"iters\":%d,\"time_us\":%.3f,\"worker_gbps\":%.4f,\"total_gbps\":%.4f,"
-                     "\"cpu_s_per_gb\":%.4f,\"ideal_us\":%.3f,\"beta_gbps\":%.4f}\n",
+                     "\"cpu_s_per_gb\":%.4f,\"server_busy\":%.4f,\"ideal_us\":%.3f,"
+                     "\"beta_gbps\":%.4f}\n",
                      o.op.c_str(), o.mode.c_str(), o.servers, W, bytes, iters, t * 1e6, per_worker,
-                     per_worker * W, cpu_per_gb, ideal * 1e6, beta / 1e9);
+                     per_worker * W, cpu_per_gb, server_busy, ideal * 1e6, beta / 1e9);
     }
   }
   kv->finalize();
