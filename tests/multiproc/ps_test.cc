@@ -233,6 +233,41 @@ int bsp_child() {
 
 ChildMode bsp_mode("ps_bsp", bsp_child);
 
+// The extremes of key size in one store: one element, and 64 MiB (256 chunks over the
+// servers), pushed and pulled twice, exact.
+int large_child() {
+  auto kv = make_store(Consistency::kBsp);
+  const size_t big = size_t{16} << 20;  // floats: 64 MiB
+  kv->register_keys({{.key = 1, .count = 1, .dtype = DataType::kF32},
+                     {.key = 2, .count = big, .dtype = DataType::kF32}});
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int W = kv->num_workers(), me = kv->worker_index();
+  std::vector<float> g(big), out(big);
+  float one = 0, one_out = 0;
+  for (int step = 1; step <= 2; ++step) {
+    for (size_t i = 0; i < big; ++i) g[i] = static_cast<float>((me + 1) * step + static_cast<int>(i % 1000));
+    one = static_cast<float>(me + step);
+    auto w = kv->push_pull({1, 2}, {&one, g.data()}, {&one_out, out.data()});
+    w->wait();
+    CHECK_OR_FAIL(w->version() == static_cast<uint64_t>(step), "version %llu", static_cast<unsigned long long>(w->version()));
+    float want_one = 0;
+    for (int k = 0; k < W; ++k) want_one += static_cast<float>(k + step);
+    CHECK_OR_FAIL(one_out == want_one, "the one-element key: %g, want %g", one_out, want_one);
+    for (size_t i = 0; i < big; ++i) {
+      const float want = static_cast<float>(W * (W + 1) / 2 * step + W * static_cast<int>(i % 1000));
+      CHECK_OR_FAIL(out[i] == want, "step %d element %zu: %g, want %g", step, i, out[i], want);
+    }
+  }
+  kv->finalize();
+  std::printf("worker %d: ps large ok\n", me);
+  return 0;
+}
+
+ChildMode large_mode("ps_large", large_child);
+
 // Every worker's pushes of key 1 (kSum: in ASP and SSP each push is added to the value):
 // the total after `steps` of every worker.
 double total_after(int workers, int steps, size_t i) {
@@ -504,6 +539,25 @@ TEST_P(PsFaults, ADeadWorkerFailsTheOthersPullsNamingIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PsFaults, ::testing::Values("shm", "tcp"));
+
+
+TEST(PsKeys, OneElementAndSixtyFourMiBInOneCall) {
+  JobResult r = run_job(4, "ps_large", {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "ps large ok"), 2u) << r.output;
+}
+
+
+TEST(PsWait, EveryCompletionThreadPolicyServes) {
+  for (const char* policy : {"spin", "block"}) {
+    JobResult r = run_job(4, "ps_bsp",
+                          {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}, {"PLAIT_PS_WAIT", policy},
+                           {"PLAIT_PS_PARTITION", "256K"}, {"PLAIT_PS_CHUNK", "64K"}},
+                          300);
+    EXPECT_EQ(r.status, 0) << policy << ": " << r.output;
+    EXPECT_EQ(count_of(r.output, "ps bsp ok"), 2u) << policy << ": " << r.output;
+  }
+}
 
 }  // namespace
 }  // namespace plait::testing
