@@ -1,59 +1,20 @@
-// The parameter server on real ranks: every consistency mode, every update rule against a
-// scalar reference, keys from one element to many partitions, 1-4 servers x 1-4 workers,
-// batched calls, bad input, and dead servers and workers.
+// The parameter server on real ranks: every update rule and dtype against a scalar
+// reference under BSP, keys from one element to 64 MiB, 1-4 servers x 1-4 workers, batched
+// calls, every completion-thread wait policy. Consistency modes: ps_consistency_test.cc;
+// bad input and faults: ps_faults_test.cc.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/half.h"
-#include "plait/plait.h"
 #include "support/job.h"
+#include "support/ps_ranks.h"
 
 namespace plait::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using ps::Consistency;
-using ps::KeyOptions;
-using ps::KVStore;
-using ps::Rule;
-
-#define CHECK_OR_FAIL(cond, ...)         \
-  do {                                   \
-    if (!(cond)) {                       \
-      std::printf("FAIL: " __VA_ARGS__); \
-      std::printf("\n");                 \
-      std::fflush(stdout);               \
-      return 1;                          \
-    }                                    \
-  } while (0)
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
-
-// A worker's gradient for (step, element): exact in f32 (small integers), different per
-// worker, step and element.
-float grad(int worker, int step, size_t i) {
-  return static_cast<float>((worker + 1) * 3 + step * 5 + static_cast<int>(i % 13));
-}
-
-std::shared_ptr<KVStore> make_store(Consistency c, int staleness = 0) {
-  ps::Options o;
-  o.servers = env_int("PS_SERVERS", 1);
-  o.consistency = c;
-  o.staleness = staleness;
-  return KVStore::create(bootstrap_from_env(30s), o);
-}
 
 // BSP with the summation service, means and every optimizer, f32, f16 and bf16 keys, sizes
 // from one element to many partitions; plain, batched and in-place calls; the versions.
@@ -268,183 +229,6 @@ int large_child() {
 
 ChildMode large_mode("ps_large", large_child);
 
-// Every worker's pushes of key 1 (kSum: in ASP and SSP each push is added to the value):
-// the total after `steps` of every worker.
-double total_after(int workers, int steps, size_t i) {
-  double t = 0;
-  for (int w = 0; w < workers; ++w)
-    for (int step = 1; step <= steps; ++step) t += grad(w, step, i);
-  return t;
-}
-
-// ASP and SSP: worker 0 is slow (it sleeps before each push). A pull at clock c returns a
-// version v <= c, and under SSP v >= c - s: no worker runs more than s clocks ahead of the
-// slowest. The values hold at least every worker's first v pushes. After a barrier of the
-// workers, a pull returns the exact total.
-int stale_child(Consistency mode) {
-  const int staleness = env_int("PS_STALENESS", 0);
-  auto bootstrap = bootstrap_from_env(30s);
-  auto comm = Communicator::create(bootstrap, {.name = "test"});
-  ps::Options o;
-  o.servers = env_int("PS_SERVERS", 1);
-  o.consistency = mode;
-  o.staleness = staleness;
-  auto kv = KVStore::create(bootstrap, o);
-  const size_t n = 4096;
-  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
-  if (kv->is_server()) {
-    kv->finalize();
-    return 0;
-  }
-  const int W = kv->num_workers(), me = kv->worker_index();
-  std::vector<int> worker_ranks;
-  for (int r = 0; r < comm->size(); ++r)
-    if (r < W) worker_ranks.push_back(r);  // servers are the last ranks
-  auto workers = comm->subgroup(worker_ranks);
-  const int steps = 12;
-  std::vector<float> g(n), out(n);
-  uint64_t widest_gap = 0;
-  for (int step = 1; step <= steps; ++step) {
-    if (me == 0) std::this_thread::sleep_for(15ms);
-    for (size_t i = 0; i < n; ++i) g[i] = grad(me, step, i);
-    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
-    wk->wait();
-    const uint64_t v = wk->version(), c = static_cast<uint64_t>(step);
-    CHECK_OR_FAIL(v <= c, "step %d: version %llu ahead of this worker's clock", step,
-                  static_cast<unsigned long long>(v));
-    if (mode == Consistency::kSsp)
-      CHECK_OR_FAIL(v + staleness >= c, "step %d: version %llu, more than %d behind clock %llu", step,
-                    static_cast<unsigned long long>(v), staleness, static_cast<unsigned long long>(c));
-    widest_gap = std::max(widest_gap, c - v);
-    for (size_t i = 0; i < n; i += 511)
-      CHECK_OR_FAIL(out[i] >= total_after(W, static_cast<int>(v), i),
-                    "step %d element %zu: %g lacks pushes of version %llu", step, i, out[i],
-                    static_cast<unsigned long long>(v));
-  }
-  workers->barrier()->wait();
-  auto wk = kv->pull(1, out.data(), n, DataType::kF32);
-  wk->wait();
-  CHECK_OR_FAIL(wk->version() == static_cast<uint64_t>(steps), "final version %llu",
-                static_cast<unsigned long long>(wk->version()));
-  for (size_t i = 0; i < n; ++i)
-    CHECK_OR_FAIL(out[i] == total_after(W, steps, i), "final element %zu: %g, want %g", i, out[i],
-                  total_after(W, steps, i));
-  kv->finalize();
-  std::printf("worker %d: ps %s ok (widest gap between its clock and the version: %llu)\n", me,
-              std::string(ps::to_string(mode)).c_str(), static_cast<unsigned long long>(widest_gap));
-  return 0;
-}
-
-ChildMode ssp_mode("ps_ssp", [] { return stale_child(Consistency::kSsp); });
-ChildMode asp_mode("ps_asp", [] { return stale_child(Consistency::kAsp); });
-
-// Expects `call` to throw kInvalidUsage whose message contains `words`.
-bool refused(const std::function<void()>& call, const std::string& words) {
-  try {
-    call();
-  } catch (const Error& e) {
-    if (e.category() == ErrorCategory::kInvalidUsage && std::string(e.what()).find(words) != std::string::npos)
-      return true;
-    std::printf("wrong error for '%s': %s\n", words.c_str(), e.what());
-    return false;
-  }
-  std::printf("no error for '%s'\n", words.c_str());
-  return false;
-}
-
-// Bad input is refused at the call, before anything is sent: a round after the refusals
-// sums only the valid pushes.
-int bad_input_child() {
-  auto kv = make_store(Consistency::kBsp);
-  kv->register_key(1, 100, DataType::kF32);
-  CHECK_OR_FAIL(refused([&] { kv->register_key(1, 100, DataType::kF32); }, "already registered"),
-                "duplicate registration");
-  CHECK_OR_FAIL(refused([&] { kv->register_key(2, 10, DataType::kI32, {.update = {.rule = Rule::kAdam}}); },
-                        "needs a floating-point key"),
-                "optimizer on an integer key");
-  CHECK_OR_FAIL(refused([&] { kv->register_key(3, 0, DataType::kF32); }, "no elements"), "empty key");
-  std::vector<float> g(100, 1.0f), out(100), small(50);
-  if (kv->is_server()) {
-    CHECK_OR_FAIL(refused([&] { kv->push(1, g.data(), 100, DataType::kF32); }, "only workers push"),
-                  "push on a server");
-    kv->finalize();
-    std::printf("server: ps bad input ok\n");
-    return 0;
-  }
-  const int me = kv->worker_index(), W = kv->num_workers();
-  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(me + 1);
-  CHECK_OR_FAIL(refused([&] { kv->push(99, g.data(), 100, DataType::kF32); }, "never registered"), "unknown key");
-  CHECK_OR_FAIL(refused([&] { kv->push(1, g.data(), 100, DataType::kF64); }, "holds f32, not f64"), "wrong dtype");
-  CHECK_OR_FAIL(refused([&] { kv->push(1, g.data(), 101, DataType::kF32); }, "holds 100 elements"), "wrong count");
-  CHECK_OR_FAIL(refused([&] { kv->pull(1, small.data(), 50, DataType::kF32); }, "buffer of 50"), "pull buffer too small");
-  CHECK_OR_FAIL(refused([&] { kv->push(1, nullptr, 100, DataType::kF32); }, "null"), "null data");
-  CHECK_OR_FAIL(refused([&] { kv->push({1, 1}, {g.data(), g.data()}); }, "appears twice"), "duplicate in a batch");
-  CHECK_OR_FAIL(refused([&] { kv->push({1, 99}, {g.data(), g.data()}); }, "never registered"), "unknown key in a batch");
-  auto wk = kv->push_pull(1, g.data(), out.data(), 100, DataType::kF32);
-  wk->wait();
-  const float want = static_cast<float>(W * (W + 1) / 2);
-  for (float x : out) CHECK_OR_FAIL(x == want, "after refused pushes: %g, want %g", x, want);
-  CHECK_OR_FAIL(wk->version() == 1, "version %llu", static_cast<unsigned long long>(wk->version()));
-  kv->finalize();
-  std::printf("worker %d: ps bad input ok\n", me);
-  return 0;
-}
-
-ChildMode bad_input_mode("ps_bad_input", bad_input_child);
-
-int report(const Error& e) {
-  std::printf("ERROR %s: %s\n", std::string(to_string(e.category())).c_str(), e.what());
-  std::fflush(stdout);
-  return 3;
-}
-
-std::string error_line(const std::string& output) {
-  size_t at = output.rfind("ERROR ");
-  if (at == std::string::npos) return "";
-  return output.substr(at, output.find('\n', at) - at);
-}
-
-// Faults: PS_DIE names the rank that kills itself after the first round (a server, or a
-// worker); the others keep going round after round until the death reaches them.
-int fault_child() {
-  const int die = env_int("PS_DIE", -1);
-  auto bootstrap = bootstrap_from_env(30s);
-  ps::Options o;
-  o.servers = env_int("PS_SERVERS", 1);
-  auto kv = KVStore::create(bootstrap, o);
-  const size_t n = 300000;  // several partitions
-  kv->register_key(1, n, DataType::kF32);
-  std::vector<float> g(n, 1.0f), out(n);
-  try {
-    if (kv->is_server()) {
-      if (kv->rank() == die) {
-        std::this_thread::sleep_for(300ms);
-        std::raise(SIGKILL);
-      }
-      kv->finalize();
-      return 0;
-    }
-    kv->push_pull(1, g.data(), out.data(), n, DataType::kF32)->wait();
-    if (kv->rank() == die) std::raise(SIGKILL);
-    for (int round = 2; round < 1000; ++round) {
-      kv->push_pull(1, g.data(), out.data(), n, DataType::kF32)->wait();
-      std::this_thread::sleep_for(10ms);
-    }
-    std::printf("no failure reached this rank\n");
-    return 1;
-  } catch (const Error& e) {
-    return report(e);
-  }
-}
-
-ChildMode fault_mode("ps_fault", fault_child);
-
-size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
-
 struct Shape {
   int servers;
   int workers;
@@ -475,72 +259,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PsBsp,
                          });
 
 
-TEST(PsStale, SspKeepsEveryWorkerWithinTheBoundOfTheSlowest) {
-  for (int s : {1, 4}) {
-    JobResult r = run_job(4, "ps_ssp", {{"PLAIT_TIMEOUT", "60000"}, {"PS_STALENESS", std::to_string(s)}}, 300);
-    EXPECT_EQ(r.status, 0) << r.output;
-    EXPECT_EQ(count_of(r.output, "ps ssp ok"), 3u) << r.output;
-  }
-}
-
-TEST(PsStale, AspAppliesEveryPushAndEndsExact) {
-  JobResult r = run_job(5, "ps_asp", {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}}, 300);
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_EQ(count_of(r.output, "ps asp ok"), 3u) << r.output;
-}
-
-TEST(PsBadInput, RefusedAtTheCallWithoutChangingServerState) {
-  JobResult r = run_job(3, "ps_bad_input", {{"PLAIT_TIMEOUT", "60000"}}, 300);
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_EQ(count_of(r.output, "ps bad input ok"), 3u) << r.output;
-}
-
-
-class PsFaults : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(PsFaults, ADeadServerFailsEveryWorkerNamingItAndTheKey) {
-  // Ranks 0 and 1 work, rank 2 serves and dies.
-  auto results = spawn_ranks(3, {0, 1, 2}, "ps_fault", [](int) {
-    return std::map<std::string, std::string>{
-        {"PLAIT_TIMEOUT", "60000"}, {"PS_DIE", "2"}, {"PLAIT_TRANSPORT", GetParam()}};
-  });
-  for (const auto& r : results) {
-    if (r.rank == 2) {
-      EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
-      continue;
-    }
-    EXPECT_EQ(r.status, 3) << r.output;
-    const std::string error = error_line(r.output);
-    EXPECT_NE(error.find("ERROR remote"), std::string::npos) << r.output;
-    EXPECT_NE(error.find("parameter server rank 2 failed"), std::string::npos) << r.output;
-    EXPECT_NE(error.find("key 1"), std::string::npos) << r.output;
-  }
-}
-
-TEST_P(PsFaults, ADeadWorkerFailsTheOthersPullsNamingIt) {
-  // Ranks 0-2 work (rank 2 dies after round 1), rank 3 serves.
-  auto results = spawn_ranks(4, {0, 1, 2, 3}, "ps_fault", [](int) {
-    return std::map<std::string, std::string>{
-        {"PLAIT_TIMEOUT", "60000"}, {"PS_DIE", "2"}, {"PLAIT_TRANSPORT", GetParam()}};
-  });
-  for (const auto& r : results) {
-    if (r.rank == 2) {
-      EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
-      continue;
-    }
-    EXPECT_EQ(r.status, 3) << "rank " << r.rank << ": " << r.output;
-    const std::string error = error_line(r.output);
-    EXPECT_NE(error.find("worker rank 2 is gone"), std::string::npos) << "rank " << r.rank << ": " << r.output;
-    EXPECT_EQ(error.find("timed out"), std::string::npos) << r.output;
-    if (r.rank != 3) {
-      EXPECT_NE(error.find("key 1"), std::string::npos) << r.output;
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Transports, PsFaults, ::testing::Values("shm", "tcp"));
-
-
 TEST(PsKeys, OneElementAndSixtyFourMiBInOneCall) {
   JobResult r = run_job(4, "ps_large", {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}}, 300);
   EXPECT_EQ(r.status, 0) << r.output;
@@ -561,4 +279,3 @@ TEST(PsWait, EveryCompletionThreadPolicyServes) {
 
 }  // namespace
 }  // namespace plait::testing
-

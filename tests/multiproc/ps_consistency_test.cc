@@ -1,0 +1,100 @@
+// The parameter server's ASP and SSP on real ranks, with a deliberately slow worker: the
+// versions pulls return stay within the bound, and the values end exact.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "support/job.h"
+#include "support/ps_ranks.h"
+
+namespace plait::testing {
+namespace {
+
+// Every worker's pushes of key 1 (kSum: in ASP and SSP each push is added to the value):
+// the total after `steps` of every worker.
+double total_after(int workers, int steps, size_t i) {
+  double t = 0;
+  for (int w = 0; w < workers; ++w)
+    for (int step = 1; step <= steps; ++step) t += grad(w, step, i);
+  return t;
+}
+
+// ASP and SSP: worker 0 is slow (it sleeps before each push). A pull at clock c returns a
+// version v <= c, and under SSP v >= c - s: no worker runs more than s clocks ahead of the
+// slowest. The values hold at least every worker's first v pushes. After a barrier of the
+// workers, a pull returns the exact total.
+int stale_child(Consistency mode) {
+  const int staleness = env_int("PS_STALENESS", 0);
+  auto bootstrap = bootstrap_from_env(30s);
+  auto comm = Communicator::create(bootstrap, {.name = "test"});
+  ps::Options o;
+  o.servers = env_int("PS_SERVERS", 1);
+  o.consistency = mode;
+  o.staleness = staleness;
+  auto kv = KVStore::create(bootstrap, o);
+  const size_t n = 4096;
+  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int W = kv->num_workers(), me = kv->worker_index();
+  std::vector<int> worker_ranks;
+  for (int r = 0; r < comm->size(); ++r)
+    if (r < W) worker_ranks.push_back(r);  // servers are the last ranks
+  auto workers = comm->subgroup(worker_ranks);
+  const int steps = 12;
+  std::vector<float> g(n), out(n);
+  uint64_t widest_gap = 0;
+  for (int step = 1; step <= steps; ++step) {
+    if (me == 0) std::this_thread::sleep_for(15ms);
+    for (size_t i = 0; i < n; ++i) g[i] = grad(me, step, i);
+    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
+    wk->wait();
+    const uint64_t v = wk->version(), c = static_cast<uint64_t>(step);
+    CHECK_OR_FAIL(v <= c, "step %d: version %llu ahead of this worker's clock", step,
+                  static_cast<unsigned long long>(v));
+    if (mode == Consistency::kSsp)
+      CHECK_OR_FAIL(v + staleness >= c, "step %d: version %llu, more than %d behind clock %llu", step,
+                    static_cast<unsigned long long>(v), staleness, static_cast<unsigned long long>(c));
+    widest_gap = std::max(widest_gap, c - v);
+    for (size_t i = 0; i < n; i += 511)
+      CHECK_OR_FAIL(out[i] >= total_after(W, static_cast<int>(v), i),
+                    "step %d element %zu: %g lacks pushes of version %llu", step, i, out[i],
+                    static_cast<unsigned long long>(v));
+  }
+  workers->barrier()->wait();
+  auto wk = kv->pull(1, out.data(), n, DataType::kF32);
+  wk->wait();
+  CHECK_OR_FAIL(wk->version() == static_cast<uint64_t>(steps), "final version %llu",
+                static_cast<unsigned long long>(wk->version()));
+  for (size_t i = 0; i < n; ++i)
+    CHECK_OR_FAIL(out[i] == total_after(W, steps, i), "final element %zu: %g, want %g", i, out[i],
+                  total_after(W, steps, i));
+  kv->finalize();
+  std::printf("worker %d: ps %s ok (widest gap between its clock and the version: %llu)\n", me,
+              std::string(ps::to_string(mode)).c_str(), static_cast<unsigned long long>(widest_gap));
+  return 0;
+}
+
+ChildMode ssp_mode("ps_ssp", [] { return stale_child(Consistency::kSsp); });
+ChildMode asp_mode("ps_asp", [] { return stale_child(Consistency::kAsp); });
+
+TEST(PsStale, SspKeepsEveryWorkerWithinTheBoundOfTheSlowest) {
+  for (int s : {1, 4}) {
+    JobResult r = run_job(4, "ps_ssp", {{"PLAIT_TIMEOUT", "60000"}, {"PS_STALENESS", std::to_string(s)}}, 300);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(count_of(r.output, "ps ssp ok"), 3u) << r.output;
+  }
+}
+
+TEST(PsStale, AspAppliesEveryPushAndEndsExact) {
+  JobResult r = run_job(5, "ps_asp", {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "ps asp ok"), 3u) << r.output;
+}
+
+}  // namespace
+}  // namespace plait::testing
