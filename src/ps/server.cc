@@ -93,8 +93,17 @@ void PsServer::handle(const rdma::Completion& c) {
     case rdma::OpType::kRecv: {
       const size_t slot = ctx_id(c.context);
       if (!c.ok()) {
-        // Only when no worker can send any more (every one failed) or at shutdown.
-        if (!stop_.load()) log(LogLevel::kDebug, "ps server rank ", rank_, ": ", c.error->what());
+        // A receive from any source fails when any peer dies (the transport cannot tell
+        // whether the message it waited for was that peer's): post it again while a worker
+        // may still send, or the live workers' requests would find no receive.
+        if (stop_.load()) return;
+        for (int w : service_.workers)
+          if (!fabric_.peer_failed(w)) {
+            post_receive(slot);
+            return;
+          }
+        log(LogLevel::kDebug, "ps server rank ", rank_, ": no worker left to receive from: ",
+            c.error->what());
         return;
       }
       on_message(c, slot);
