@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -82,6 +83,9 @@ class PsServer {
     std::vector<uint64_t> pushes;  // per worker: pushes applied (BSP: aggregated)
     std::vector<char> in_round;    // BSP: this worker's push is in the round being aggregated
     int contributors = 0;
+    // BSP: the round's first push, left in its slot until the second comes, so that the two
+    // are summed into the accumulator in one pass (a copy and an add are two).
+    std::optional<Held> first;
     bool round_complete = false;   // BSP: aggregated, waiting for replies before it applies
     int replies_in_flight = 0;
     std::deque<Held> held;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "core/reduce.h"
 #include "ps/server.h"
 #include "ps/update_kernels.h"
 
@@ -35,14 +36,25 @@ bool PsServer::absorb(Shard& s, int worker, uint32_t slot) {
   if (service_.consistency == Consistency::kBsp) {
     // The worker's next round, or a round whose result is not applied yet: later.
     if (s.in_round[worker] || s.round_complete) return false;
-    if (s.contributors == 0)
-      load_into(s.dtype, s.accum.data(), data, s.count);
-    else
-      add_into(s.dtype, s.accum.data(), data, s.count);
+    const bool same_type = acc_type(s.dtype) == s.dtype;
+    if (s.contributors == 0 && service_.num_workers() > 1 && same_type) {
+      s.first = Held{worker, slot};  // stays in its slot until the second push comes
+    } else if (s.first) {
+      reduce_into(s.dtype, ReduceOp::kSum, s.accum.data(), slot_data(s.first->worker, s.first->slot),
+                  data, s.count);
+      release_slot(s.first->worker, s.first->slot);
+      s.first.reset();
+      release_slot(worker, slot);
+    } else {
+      if (s.contributors == 0)
+        load_into(s.dtype, s.accum.data(), data, s.count);
+      else
+        add_into(s.dtype, s.accum.data(), data, s.count);
+      release_slot(worker, slot);
+    }
     s.in_round[worker] = 1;
     s.contributors += 1;
     s.pushes[worker] += 1;
-    release_slot(worker, slot);
     if (s.contributors == service_.num_workers()) {
       s.round_complete = true;
       if (s.replies_in_flight == 0) apply_round(s);
