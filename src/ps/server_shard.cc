@@ -21,9 +21,12 @@ void PsServer::on_push(int worker, uint32_t slot, uint32_t partition, size_t byt
   }
   stats_.pushes += 1;
   stats_.bytes_pushed += bytes;
-  // Pushes of one shard are taken in arrival order: one that has to wait keeps those behind
-  // it waiting too.
-  if (!s->held.empty() || !absorb(*s, worker, slot)) {
+  // A worker's pushes of one shard are taken in its order: one behind a push of the same
+  // worker that has to wait waits too. Other workers' pushes go past it (the push a held one
+  // waits for, its round's, may be among them).
+  const bool behind_own = std::any_of(s->held.begin(), s->held.end(),
+                                      [&](const Held& h) { return h.worker == worker; });
+  if (behind_own || !absorb(*s, worker, slot)) {
     s->held.push_back({worker, slot});
     stats_.deferred += 1;
     return;
@@ -104,8 +107,23 @@ void PsServer::apply_round(Shard& s) {
 }
 
 void PsServer::after_change(Shard& s) {
-  while (!s.held.empty() && absorb(s, s.held.front().worker, s.held.front().slot))
-    s.held.pop_front();
+  // Held pushes in arrival order, each worker's in its own order: a push that still has to
+  // wait blocks its worker's later ones only. Absorbing one may complete a round, which lets
+  // earlier ones in: go again until nothing moves.
+  std::vector<char> blocked(service_.num_workers());
+  for (bool moved = true; moved && !s.held.empty();) {
+    moved = false;
+    std::fill(blocked.begin(), blocked.end(), 0);
+    for (auto it = s.held.begin(); it != s.held.end();) {
+      if (!blocked[it->worker] && absorb(s, it->worker, it->slot)) {
+        it = s.held.erase(it);
+        moved = true;
+      } else {
+        blocked[it->worker] = 1;
+        ++it;
+      }
+    }
+  }
   for (size_t i = 0; i < s.waiting.size();) {
     if (may_answer(s, s.waiting[i])) {
       reply(s, s.waiting[i]);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/half.h"
@@ -229,6 +230,43 @@ int large_child() {
 
 ChildMode large_mode("ps_large", large_child);
 
+// BSP with a worker a round ahead: worker 0 pushes rounds 1 and 2 before worker 1 (slower)
+// pushes round 1, so the server holds worker 0's second push and must still take worker 1's
+// first past it. Pulls then see round 2's sum.
+int ahead_child() {
+  auto kv = make_store(Consistency::kBsp);
+  const size_t n = 100000;  // a few chunks
+  kv->register_key(1, n, DataType::kF32);
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int W = kv->num_workers(), me = kv->worker_index();
+  if (me != 0) std::this_thread::sleep_for(200ms);
+  std::vector<float> g1(n), g2(n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    g1[i] = grad(me, 1, i);
+    g2[i] = grad(me, 2, i);
+  }
+  auto first = kv->push(1, g1.data(), n, DataType::kF32);
+  auto second = kv->push(1, g2.data(), n, DataType::kF32);
+  first->wait();
+  second->wait();
+  auto pulled = kv->pull(1, out.data(), n, DataType::kF32);
+  pulled->wait();
+  CHECK_OR_FAIL(pulled->version() == 2, "version %llu", static_cast<unsigned long long>(pulled->version()));
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int w = 0; w < W; ++w) want += grad(w, 2, i);
+    CHECK_OR_FAIL(out[i] == want, "element %zu: %g, want %g", i, out[i], want);
+  }
+  kv->finalize();
+  std::printf("worker %d: ps ahead ok\n", me);
+  return 0;
+}
+
+ChildMode ahead_mode("ps_ahead", ahead_child);
+
 struct Shape {
   int servers;
   int workers;
@@ -274,6 +312,15 @@ TEST(PsWait, EveryCompletionThreadPolicyServes) {
                           300);
     EXPECT_EQ(r.status, 0) << policy << ": " << r.output;
     EXPECT_EQ(count_of(r.output, "ps bsp ok"), 2u) << policy << ": " << r.output;
+  }
+}
+
+
+TEST(PsBspOrder, AWorkerARoundAheadDoesNotBlockTheOthers) {
+  for (const char* transport : {"shm", "tcp"}) {
+    JobResult r = run_job(4, "ps_ahead", {{"PLAIT_TIMEOUT", "20000"}, {"PLAIT_TRANSPORT", transport}}, 300);
+    EXPECT_EQ(r.status, 0) << transport << ": " << r.output;
+    EXPECT_EQ(count_of(r.output, "ps ahead ok"), 3u) << transport << ": " << r.output;
   }
 }
 

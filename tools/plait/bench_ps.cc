@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 
 #include "bench_options.h"
@@ -99,9 +100,9 @@ int run(const PsBenchOptions& o) {
       if (!json) throw system_error("--json: cannot write '" + o.json_path + "'", errno);
     }
     std::printf("# plait bench ps: %s, %d servers, %d workers, %s, f32, partitions <= %zu bytes in "
-                "chunks <= %zu, %d slots\n",
+                "chunks <= %zu, %d slots, %d call(s) in flight\n",
                 o.op.c_str(), o.servers, W, o.mode.c_str(), config.ps_partition_bytes,
-                config.ps_chunk_bytes, config.ps_slots);
+                config.ps_chunk_bytes, config.ps_slots, o.depth);
     std::printf("# beta (one-sided write, worker 0 -> server 0): %.2f GB/s; ideal = max(n/beta, w*n/(k*beta))"
                 " per direction%s\n",
                 beta / 1e9, o.op == "push_pull" ? ", both directions at once" : "");
@@ -114,27 +115,50 @@ int run(const PsBenchOptions& o) {
   int wrong_total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t count = specs[i].count, bytes = count * 4;
-    std::vector<float> data(kv->is_worker() ? count : 0, 1.0f), out(kv->is_worker() ? count : 0);
+    // --depth calls in flight, each pulling into its own buffer (a training loop that pushes
+    // the next step's gradients while the last step's parameters still come back).
+    const size_t mine_count = kv->is_worker() ? count : 0;
+    std::vector<float> data(mine_count, 1.0f);
+    std::vector<std::vector<float>> outs(static_cast<size_t>(o.depth), std::vector<float>(mine_count));
+    std::vector<float>& out = outs[0];
+    std::deque<WorkPtr> in_flight;
+    uint64_t issued = 0;
+    auto issue = [&] {
+      float* dst = outs[issued++ % outs.size()].data();
+      if (push && pull) in_flight.push_back(kv->push_pull(i, data.data(), dst, count, DataType::kF32));
+      else if (pull) in_flight.push_back(kv->pull(i, dst, count, DataType::kF32));
+      else in_flight.push_back(kv->push(i, data.data(), count, DataType::kF32));
+      if (in_flight.size() >= static_cast<size_t>(o.depth)) {
+        in_flight.front()->wait();
+        in_flight.pop_front();
+      }
+    };
+    auto drain = [&] {
+      for (auto& w : in_flight) w->wait();
+      in_flight.clear();
+    };
     auto call = [&] {
-      ps::PsWorkPtr w;
-      if (push && pull) w = kv->push_pull(i, data.data(), out.data(), count, DataType::kF32);
-      else if (pull) w = kv->pull(i, out.data(), count, DataType::kF32);
-      else kv->push(i, data.data(), count, DataType::kF32)->wait();
-      if (w) w->wait();
+      issue();
+      if (o.depth == 1) drain();
     };
     int iters = o.iters;
     double estimate = 0;
     if (kv->is_worker()) {
       const Clock::time_point start = Clock::now();
       for (int k = 0; k < std::max(1, o.warmup); ++k) call();
+      drain();
       estimate = seconds_since(start) / std::max(1, o.warmup);
     }
     if (iters == 0) iters = calibrated_iters(all_reduce(*comm, estimate, ReduceOp::kMax));
     comm->barrier()->wait();
     const double cpu0 = cpu_seconds();
     const Clock::time_point start = Clock::now();
-    if (kv->is_worker())
+    if (kv->is_worker()) {
       for (int k = 0; k < iters; ++k) call();
+      drain();
+      // With several calls in flight, check the last one's buffer.
+      out = outs[(issued - 1) % outs.size()];
+    }
     const double mine = kv->is_worker() ? seconds_since(start) / iters : 0;
     comm->barrier()->wait();  // servers' CPU counts until every worker is through
     const double my_cpu = cpu_seconds() - cpu0;
@@ -222,6 +246,7 @@ PsBenchOptions parse_ps_bench_args(const std::vector<std::string>& args) {
       if (*end != '\0' || !(o.factor > 1)) throw invalid_usage("--factor takes a number > 1, not '" + text + "'");
     } else if (arg == "--iters") o.iters = to_int(arg, value(), 1);
     else if (arg == "--warmup") o.warmup = to_int(arg, value(), 0);
+    else if (arg == "--depth") o.depth = to_int(arg, value(), 1);
     else if (arg == "--check") o.check = true;
     else if (arg == "--json") o.json_path = value();
     else throw invalid_usage("unknown option '" + args[i] + "'");
@@ -248,6 +273,7 @@ std::string ps_bench_usage() {
          "  --factor F         size step (default 4)\n"
          "  --iters N          timed calls per size (default: calibrated, ~0.2 s)\n"
          "  --warmup N         untimed calls first (default 3)\n"
+         "  --depth D          calls in flight (default 1: each call waited for before the next)\n"
          "  --check            check the values pulled\n"
          "  --json PATH        one JSON object per size\n"
          "  PLAIT_PS_PARTITION, PLAIT_PS_SLOTS, PLAIT_PS_WAIT, PLAIT_TRANSPORT apply\n";

@@ -21,6 +21,7 @@ struct PsBenchOptions {
   double factor = 4.0;
   int iters = 0;   // 0: calibrated per size (~0.2 s)
   int warmup = 3;
+  int depth = 1;   // calls in flight
   bool check = false;
   std::string json_path;
   std::vector<std::string> forwarded_args;
