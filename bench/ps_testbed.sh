@@ -6,9 +6,12 @@
 #   bench/ps_testbed.sh                        # 4 worker hosts, 1 Gbit/s, 100 MB, 3 reps
 #   WORKERS=2 RATE=1gbit BYTES=32M REPS=1 bench/ps_testbed.sh
 #
-# Three layouts, each REPS times, every rank its own process:
+# Four layouts, each REPS times, every rank its own process:
 #   separate   W workers on hosts 0..W-1, W servers on hosts W..2W-1 (BytePS's layout:
-#              servers on their own hosts), push_pull of BYTES in PARTITION partitions
+#              servers on their own hosts), push_pull of BYTES in PARTITION partitions, each
+#              call waited for before the next
+#   pipelined  the same with two calls in flight (--depth 2), as a training loop that pushes
+#              a step's gradients while the last step's parameters still come back
 #   colocated  W workers and W servers, worker i and server i on host i
 #   allreduce  plait bench allreduce --algo ring over the W worker hosts alone
 # Prints per layout the slowest worker's seconds per call, median (min-max), the bytes a
@@ -63,6 +66,8 @@ for rep in $(seq 1 "$REPS"); do
   # r in 0..W-1 works; W..2W-1 serve.
   run_job "separate-$rep" $((2 * W)) 'r' bench ps --servers "$W" --min "$BYTES" --max "$BYTES" \
     --iters "$ITERS" --warmup 1 --check
+  run_job "pipelined-$rep" $((2 * W)) 'r' bench ps --servers "$W" --min "$BYTES" --max "$BYTES" \
+    --iters "$ITERS" --warmup 1 --check --depth 2
   run_job "colocated-$rep" $((2 * W)) "r % $W" bench ps --servers "$W" --min "$BYTES" \
     --max "$BYTES" --iters "$ITERS" --warmup 1 --check
   run_job "allreduce-$rep" "$W" 'r' bench allreduce --algo ring --min "$BYTES" --max "$BYTES" \
@@ -97,7 +102,7 @@ print(f"# {w} worker hosts, links {rate}, TBF both directions; median (min-max) 
 print("| layout | seconds per call | bytes over a host's link, each way | share of line rate | CPU s/GB | a server's CPU busy |")
 print("|---|---:|---:|---:|---:|---:|")
 base = None
-for name in ("separate", "colocated", "allreduce"):
+for name in ("separate", "pipelined", "colocated", "allreduce"):
     size, times, cpus = rows(name)
     med = statistics.median(times)
     # Colocated, a host's link carries its worker's pushes and its server's replies for the
@@ -108,7 +113,7 @@ for name in ("separate", "colocated", "allreduce"):
     print(f"| {name} | {med:.3f} ({min(times):.3f}-{max(times):.3f}) | {sent / 1e6:.0f} MB | {share} | {statistics.median(cpus):.2f} | {srv} |")
     if name == "allreduce":
         base = med
-for name in ("separate", "colocated"):
+for name in ("separate", "pipelined", "colocated"):
     size, times, _ = rows(name)
     print(f"# {name}: {base / statistics.median(times):.2f}x the ring allreduce's speed")
 EOF
