@@ -338,11 +338,12 @@ def train(args, rank, world):
                f"comm_s={np.mean(comm_times):.3f} samples_per_s={samples_per_s:.0f}")
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def run_reporting_errors(body):
+    """Runs body(); returns the exit status, with any error reported on stderr naming the
+    rank (SetupError without a traceback)."""
     rank = os.environ.get("RANK", "?")
     try:
-        run(args)
+        body()
     except SetupError as e:
         print(f"error: rank {rank}: {e}", file=sys.stderr, flush=True)
         return 2
@@ -354,6 +355,11 @@ def main(argv=None):
         print(f"error: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return run_reporting_errors(lambda: run(args))
 
 
 if __name__ == "__main__":

@@ -30,13 +30,13 @@ import argparse
 import os
 import sys
 import time
-import traceback
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from ddp_fashion_mnist import DEFAULT_DATA_DIR, MLP, SetupError, load_split, standardizer  # noqa: E402
+from ddp_fashion_mnist import (DEFAULT_DATA_DIR, MLP, SetupError, load_split,  # noqa: E402
+                               run_reporting_errors, standardizer)
 
 import torch  # noqa: E402  (ddp_fashion_mnist checked that it is there)
 import torch.nn.functional as F  # noqa: E402
@@ -133,17 +133,7 @@ def run(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    rank = os.environ.get("RANK", "?")
-    try:
-        run(args)
-    except SetupError as e:
-        print(f"error: rank {rank}: {e}", file=sys.stderr, flush=True)
-        return 2
-    except Exception as e:  # noqa: BLE001 - report anything with the rank, then fail
-        traceback.print_exc()
-        print(f"error: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        return 1
-    return 0
+    return run_reporting_errors(lambda: run(args))
 
 
 if __name__ == "__main__":

@@ -78,10 +78,10 @@ class PyKVStore {
     kv_->register_keys({spec});
   }
 
-  PyWork push(py::object keys, py::object data) { return call(keys, data, py::none(), "ps push"); }
-  PyWork pull(py::object keys, py::object out) { return call(keys, py::none(), out, "ps pull"); }
+  PyWork push(py::object keys, py::object data) { return call(keys, data, py::none()); }
+  PyWork pull(py::object keys, py::object out) { return call(keys, py::none(), out); }
   PyWork push_pull(py::object keys, py::object data, py::object out) {
-    return call(keys, data, out, "ps push_pull");
+    return call(keys, data, out);
   }
 
   void finalize() {
@@ -106,7 +106,7 @@ class PyKVStore {
 
  private:
   // One key (an int) or a list of keys, with one buffer or a list of buffers each.
-  PyWork call(py::object keys, py::object data, py::object out, const char* op) {
+  PyWork call(py::object keys, py::object data, py::object out) {
     in_flight_->reap();
     const bool many = py::isinstance<py::list>(keys) || py::isinstance<py::tuple>(keys);
     std::vector<uint64_t> ids;
@@ -151,7 +151,6 @@ class PyKVStore {
         work = kv_->pull(ids, dst);
       }
     }
-    (void)op;
     return PyWork(std::move(work), std::move(pinned), in_flight_);
   }
 

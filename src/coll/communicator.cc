@@ -12,38 +12,23 @@
 #include "coll/tags.h"
 #include "core/config_overlay.h"
 #include "core/log.h"
+#include "transport/job_fabric.h"
 
 namespace plait {
 
 std::shared_ptr<Communicator> Communicator::create(const Bootstrap& bootstrap,
                                                    const CommunicatorOptions& options) {
-  if (bootstrap.size < 1 || bootstrap.rank < 0 || bootstrap.rank >= bootstrap.size)
-    throw invalid_usage("bad bootstrap: rank " + std::to_string(bootstrap.rank) + " of size " +
-                        std::to_string(bootstrap.size));
-  if (!bootstrap.store) throw invalid_usage("bootstrap has no store");
+  transport::check_bootstrap(bootstrap);
   set_log_rank(bootstrap.rank);
   Config config =
       config_with_settings(options.settings, "CommunicatorOptions::settings", "communicator",
                            {.rank = bootstrap.rank, .op = "create communicator"});
   auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
 
-  // Several communicators may be created over one store: number the instances so that each
-  // gets its own keys. Creation is collective and blocks until every rank has joined, so
-  // every rank's n-th instance gets the same number.
-  const int64_t ticket = bootstrap.store->add(options.name + "/instances", 1);
-  const std::string name = options.name + "/" + std::to_string((ticket - 1) / bootstrap.size);
-  auto store = std::make_shared<PrefixStore>(name, bootstrap.store);
-
-  transport::FabricOptions fabric_options{.rank = bootstrap.rank,
-                                          .size = bootstrap.size,
-                                          .store = store,
-                                          .name = "fabric",
-                                          .job_token = bootstrap.job_token,
-                                          .route_hint = bootstrap.store_host,
-                                          .config = config};
-  auto topology = std::make_shared<transport::FabricTopology>();
-  std::shared_ptr<transport::Fabric> fabric =
-      transport::create_fabric(fabric_options, topology.get());
+  transport::JobFabric job = transport::create_job_fabric(bootstrap, options.name, config);
+  std::shared_ptr<transport::Fabric> fabric = std::move(job.fabric);
+  auto topology = std::move(job.topology);
+  auto store = std::move(job.store);
   std::vector<int> ranks(bootstrap.size);
   for (int r = 0; r < bootstrap.size; ++r) ranks[r] = r;
   return std::make_shared<coll::CommunicatorImpl>(std::move(fabric), std::move(topology),

@@ -8,6 +8,7 @@
 #include "plait/rdma.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
+#include "transport/job_fabric.h"
 
 namespace plait::rdma {
 namespace {
@@ -134,30 +135,14 @@ class PublicFabric final : public Fabric {
 }  // namespace
 
 std::unique_ptr<Fabric> Fabric::create(const Bootstrap& bootstrap, const FabricOptions& options) {
-  if (bootstrap.size < 1 || bootstrap.rank < 0 || bootstrap.rank >= bootstrap.size)
-    throw invalid_usage("bad bootstrap: rank " + std::to_string(bootstrap.rank) + " of size " +
-                        std::to_string(bootstrap.size));
-  if (!bootstrap.store) throw invalid_usage("bootstrap has no store");
+  transport::check_bootstrap(bootstrap);
   if (options.name.empty()) throw invalid_usage("rdma::FabricOptions::name is empty");
   set_log_rank(bootstrap.rank);
   const Config config = config_with_settings(options.settings, "rdma::FabricOptions::settings",
                                              "fabric", {.rank = bootstrap.rank, .op = "create fabric"});
-  // Several fabrics of one name over a store get their own keys: creation is collective,
-  // so every rank's n-th instance gets the same number.
-  const int64_t ticket = bootstrap.store->add("rdma/" + options.name + "/instances", 1);
-  auto store = std::make_shared<PrefixStore>(
-      "rdma/" + options.name + "/" + std::to_string((ticket - 1) / bootstrap.size), bootstrap.store);
-  transport::FabricOptions fabric_options{.rank = bootstrap.rank,
-                                          .size = bootstrap.size,
-                                          .store = store,
-                                          .name = "fabric",
-                                          .job_token = bootstrap.job_token,
-                                          .route_hint = bootstrap.store_host,
-                                          .config = config};
-  auto topology = std::make_shared<transport::FabricTopology>();
-  auto fabric = transport::create_fabric(fabric_options, topology.get());
-  return std::make_unique<PublicFabric>(std::move(fabric), std::move(topology), std::move(store),
-                                        config.timeout);
+  transport::JobFabric job = transport::create_job_fabric(bootstrap, "rdma/" + options.name, config);
+  return std::make_unique<PublicFabric>(std::move(job.fabric), std::move(job.topology),
+                                        std::move(job.store), config.timeout);
 }
 
 std::vector<RemoteKey> Fabric::exchange(const RemoteKey& mine) {

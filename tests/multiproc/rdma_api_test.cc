@@ -16,6 +16,7 @@
 
 #include "plait/plait.h"
 #include "support/job.h"
+#include "support/rank_checks.h"
 
 namespace plait::testing {
 namespace {
@@ -24,24 +25,6 @@ using namespace std::chrono_literals;
 using rdma::Completion;
 using rdma::OpType;
 using rdma::RemoteKey;
-
-#define CHECK_OR_FAIL(cond, ...)         \
-  do {                                   \
-    if (!(cond)) {                       \
-      std::printf("FAIL: " __VA_ARGS__); \
-      std::printf("\n");                 \
-      std::fflush(stdout);               \
-      return 1;                          \
-    }                                    \
-  } while (0)
-
-void simulate_hosts() {
-  if (const char* hosts = std::getenv("PLAIT_TEST_HOSTS")) {
-    const char* rank = std::getenv("RANK");
-    std::string id = "h" + std::to_string(std::atoi(rank ? rank : "0") % std::atoi(hosts));
-    ::setenv("PLAIT_HOST_ID", id.c_str(), 1);
-  }
-}
 
 // Waits for one completion; false (and a FAIL line) on timeout.
 bool take(rdma::CompletionQueue& cq, Completion* c, const char* what) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "plait/plait.h"
+#include "support/rank_checks.h"
 
 namespace plait::testing {
 
@@ -17,16 +18,6 @@ using namespace std::chrono_literals;
 using ps::Consistency;
 using ps::KVStore;
 using ps::Rule;
-
-#define CHECK_OR_FAIL(cond, ...)         \
-  do {                                   \
-    if (!(cond)) {                       \
-      std::printf("FAIL: " __VA_ARGS__); \
-      std::printf("\n");                 \
-      std::fflush(stdout);               \
-      return 1;                          \
-    }                                    \
-  } while (0)
 
 inline int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
