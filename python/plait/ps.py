@@ -27,7 +27,10 @@ _DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf
 
 
 def _buffer(x):
-    """A buffer-protocol view of x: NumPy arrays as they are, torch CPU tensors shared."""
+    """A buffer-protocol view of x: NumPy arrays as they are, torch CPU tensors shared.
+    Never a copy: a pull into a copy would leave the caller's array as it was."""
+    if hasattr(x, "flags") and not x.flags["C_CONTIGUOUS"]:
+        raise ValueError("plait.ps takes C-contiguous arrays (a pull must land in the caller's memory)")
     if hasattr(x, "__array_interface__") or isinstance(x, (bytearray, memoryview)):
         return x
     if type(x).__module__.startswith("torch"):

@@ -87,6 +87,11 @@ def ps_numpy(consistency):
         raise AssertionError("a wrong count was accepted")
     except plait.InvalidUsageError as e:
         assert "holds 70000 elements" in str(e), e
+    try:
+        kv.pull(1, np.zeros(2 * n, np.float32)[::2])  # a strided view: no pull into a copy
+        raise AssertionError("a non-contiguous pull buffer was accepted")
+    except ValueError as e:
+        assert "C-contiguous" in str(e), e
     kv.finalize()
     print(f"worker {me}: ps {consistency} ok", flush=True)
 
