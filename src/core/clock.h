@@ -1,6 +1,8 @@
 // Monotonic time and deadlines. Every wait in plait takes a Deadline, so none is unbounded.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <chrono>
 
 namespace plait {
@@ -31,6 +33,15 @@ class Deadline {
 
 inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// User + sys seconds of this process so far, every thread included (engine, progress,
+// completion threads): what benchmarks report as CPU cost.
+inline double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 }  // namespace plait

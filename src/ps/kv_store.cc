@@ -1,11 +1,10 @@
 // ps::KVStore: roles from the bootstrap, the fabric, registration, and the checks every call
 // makes before anything is sent. The work itself is PsServer's and PsWorker's.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstring>
 #include <unordered_set>
 
+#include "core/clock.h"
 #include "core/config_overlay.h"
 #include "core/log.h"
 #include "plait/ps.h"
@@ -41,13 +40,6 @@ std::string_view to_string(Rule r) {
 namespace {
 
 const char* const kWaitNames[] = {"spin", "block", "hybrid"};
-
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
 
 // A digest of registrations, so that ranks that register different keys find out.
 uint64_t digest(const std::vector<KeySpec>& specs) {
@@ -200,7 +192,7 @@ class KVStoreImpl final : public KVStore {
 
   Stats stats() const override {
     Stats s = server_ ? server_->stats() : worker_->stats();
-    s.cpu_seconds = cpu_seconds();
+    s.cpu_seconds = process_cpu_seconds();
     return s;
   }
 

@@ -168,13 +168,17 @@ void PsServer::send_control(int worker, wire::Kind kind, const void* data, size_
   }
 }
 
+// Credits go back a quarter of a ring at a time, and the rest at the end of each batch of
+// completions: one message per slot would double the small messages of small keys.
+size_t PsServer::credit_batch() const { return std::max<size_t>(1, service_.slots / 4); }
+
 void PsServer::release_slot(int worker, uint32_t slot) {
   freed_[worker].push_back(slot);
-  if (freed_[worker].size() >= std::max<size_t>(1, service_.slots / 4)) flush_credits(false);
+  if (freed_[worker].size() >= credit_batch()) flush_credits(false);
 }
 
 void PsServer::flush_credits(bool all) {
-  const size_t batch = all ? 1 : std::max<size_t>(1, service_.slots / 4);
+  const size_t batch = all ? 1 : credit_batch();
   for (int w = 0; w < service_.num_workers(); ++w) {
     std::vector<uint32_t>& slots = freed_[w];
     if (slots.size() < batch || failed_[w].size()) continue;

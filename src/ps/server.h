@@ -107,6 +107,7 @@ class PsServer {
   uint64_t version(const Shard& s) const;
   void reply(Shard& s, const Pull& p);
   void release_slot(int worker, uint32_t slot);
+  size_t credit_batch() const;
   void flush_credits(bool all);
   void check_health();
   void fail_pull(const Pull& p, ErrorCategory category, const std::string& why);

@@ -160,18 +160,18 @@ void PsWorker::pump_partition(uint32_t partition) {
   ps.push_in_flight = true;
   std::unique_ptr<Task> task = std::move(next);
   ps.pushes.pop_front();
-  try_issue_push(task);
+  issue_push(std::move(task));
 }
 
 void PsWorker::pump_server(int server) {
   while (!credit_wait_[server].empty() && !slots_[server].empty()) {
     std::unique_ptr<Task> task = std::move(credit_wait_[server].front());
     credit_wait_[server].pop_front();
-    try_issue_push(task);
+    issue_push(std::move(task));
   }
 }
 
-bool PsWorker::try_issue_push(std::unique_ptr<Task>& task) {
+void PsWorker::issue_push(std::unique_ptr<Task> task) {
   const uint32_t slot = slots_[task->server].take();
   const uint64_t id = next_id_++;
   Task& t = *task;
@@ -182,9 +182,7 @@ bool PsWorker::try_issue_push(std::unique_ptr<Task>& task) {
                   wire::push_imm(t.partition, wire::PushKind::kGradient), *cq_, ctx(Ctx::kPush, id));
   } catch (const Error& e) {
     abort(server_error(t.server, e, *t.op), t.op.get());
-    return false;
   }
-  return true;
 }
 
 void PsWorker::finalize() {

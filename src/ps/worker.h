@@ -92,7 +92,8 @@ class PsWorker {
   // Starts pushes that can go now: the partition's turn and a free slot on its server.
   void pump_partition(uint32_t partition);
   void pump_server(int server);
-  bool try_issue_push(std::unique_ptr<Task>& task);
+  // Writes a push whose turn has come into the next free slot of its server.
+  void issue_push(std::unique_ptr<Task> task);
   void task_done(Task& task, std::shared_ptr<const Error> error, uint64_t version);
   void check_health();
   // Fails everything and stops all transfers (cancel): the callers' buffers are free again.

@@ -3,8 +3,6 @@
 // Per size: `warmup` untimed calls, then `iters` back-to-back issue+wait calls between two
 // clock reads; each rank's time per call is elapsed/iters and the row shows the slowest
 // rank's (an allreduce max), because a collective is done only when its last rank is.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -50,14 +48,6 @@ double agree_max(Communicator& comm, double value) {
 double sum_over_ranks(Communicator& comm, double value) {
   comm.allreduce(&value, &value, 1, DataType::kF64, ReduceOp::kSum)->wait();
   return value;
-}
-
-// User + sys seconds of this process so far, every thread included (engine, progress).
-double process_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 int64_t agree_sum(Communicator& comm, int64_t value) {

@@ -1,7 +1,5 @@
 #include "bench_ps.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -21,13 +19,6 @@
 
 namespace plait::cli {
 namespace {
-
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
 
 int to_int(const std::string& option, const std::string& text, int min) {
   int v = 0;
@@ -151,7 +142,7 @@ int run(const PsBenchOptions& o) {
     }
     if (iters == 0) iters = calibrated_iters(all_reduce(*comm, estimate, ReduceOp::kMax));
     comm->barrier()->wait();
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = process_cpu_seconds();
     const Clock::time_point start = Clock::now();
     if (kv->is_worker()) {
       for (int k = 0; k < iters; ++k) call();
@@ -161,7 +152,7 @@ int run(const PsBenchOptions& o) {
     }
     const double mine = kv->is_worker() ? seconds_since(start) / iters : 0;
     comm->barrier()->wait();  // servers' CPU counts until every worker is through
-    const double my_cpu = cpu_seconds() - cpu0;
+    const double my_cpu = process_cpu_seconds() - cpu0;
     const double cpu = all_reduce(*comm, my_cpu, ReduceOp::kSum);
     // How busy a server process was: its CPU time (aggregation, updates, transport) over the
     // timed loop's wall time, the mean over the servers.
