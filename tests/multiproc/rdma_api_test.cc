@@ -99,7 +99,9 @@ int rdma_child() {
     CHECK_OR_FAIL(window[4096 + i] == byte_of(left, i), "window byte %zu from rank %d", i, left);
   imm_thread.stop();
 
-  // Read the left neighbour's window back (what its own left neighbour wrote).
+  // Read the left neighbour's window back (what its own left neighbour wrote). That write is
+  // known to have landed only once the left neighbour saw its immediate: a barrier first.
+  fabric->exchange(RemoteKey{});
   std::vector<uint8_t> back(kWindow);
   fabric->read(left, back.data(), back.size(), keys[left][0], 0, *cq, 12);
   if (!take(*cq, &c, "read")) return 1;
