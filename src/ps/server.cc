@@ -15,6 +15,7 @@ PsServer::PsServer(rdma::Fabric& fabric, const Service& service, int index)
       rank_(service.servers[index]),
       cq_(fabric.create_cq()),
       freed_(service.num_workers()),
+      parked_(service.num_workers(), 0),
       done_(service.num_workers(), 0),
       failed_(service.num_workers()) {
   fabric_.set_imm_cq(cq_.get());

@@ -139,6 +139,10 @@ class PsServer {
   std::condition_variable workers_changed_;
   std::vector<std::unique_ptr<Shard>> shards_;  // by global partition id (null: elsewhere)
   std::vector<std::vector<uint32_t>> freed_;    // per worker: slots to hand back
+  // Per worker: slots holding a round's first push (Shard::first). One slot of every worker
+  // is never parked: workers that push their keys in different orders would otherwise fill
+  // their rings with firsts that each wait for a push the other has no slot left to send.
+  std::vector<uint32_t> parked_;
   std::vector<char> done_;                      // per worker: said Done
   std::vector<std::string> failed_;             // per worker: why it failed, if it did
   Stats stats_;

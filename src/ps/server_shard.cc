@@ -40,12 +40,15 @@ bool PsServer::absorb(Shard& s, int worker, uint32_t slot) {
     // The worker's next round, or a round whose result is not applied yet: later.
     if (s.in_round[worker] || s.round_complete) return false;
     const bool same_type = acc_type(s.dtype) == s.dtype;
-    if (s.contributors == 0 && service_.num_workers() > 1 && same_type) {
+    if (s.contributors == 0 && service_.num_workers() > 1 && same_type &&
+        parked_[worker] + 1 < service_.slots) {
       s.first = Held{worker, slot};  // stays in its slot until the second push comes
+      parked_[worker] += 1;
     } else if (s.first) {
       reduce_into(s.dtype, ReduceOp::kSum, s.accum.data(), slot_data(s.first->worker, s.first->slot),
                   data, s.count);
       release_slot(s.first->worker, s.first->slot);
+      parked_[s.first->worker] -= 1;
       s.first.reset();
       release_slot(worker, slot);
     } else {

@@ -267,6 +267,40 @@ int ahead_child() {
 
 ChildMode ahead_mode("ps_ahead", ahead_child);
 
+// BSP with workers that push their keys in opposite orders, more keys than ring slots: the
+// first push of each key waits in its slot for the others', so a server that let them keep
+// every slot would leave each worker without a slot for the keys the other one waits for.
+int opposite_child() {
+  auto kv = make_store(Consistency::kBsp);
+  const int keys = 24;
+  const size_t n = 64;
+  for (int k = 0; k < keys; ++k) kv->register_key(static_cast<uint64_t>(k), n, DataType::kF32);
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int W = kv->num_workers(), me = kv->worker_index();
+  std::vector<std::vector<float>> g(keys, std::vector<float>(n)), out(keys, std::vector<float>(n));
+  std::vector<ps::PsWorkPtr> works;
+  for (int j = 0; j < keys; ++j) {
+    const int k = me % 2 == 0 ? j : keys - 1 - j;
+    for (size_t i = 0; i < n; ++i) g[k][i] = grad(me, k, i);
+    works.push_back(kv->push_pull(static_cast<uint64_t>(k), g[k].data(), out[k].data(), n, DataType::kF32));
+  }
+  for (auto& w : works) w->wait();
+  for (int k = 0; k < keys; ++k)
+    for (size_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int w = 0; w < W; ++w) want += grad(w, k, i);
+      CHECK_OR_FAIL(out[k][i] == want, "key %d element %zu: %g, want %g", k, i, out[k][i], want);
+    }
+  kv->finalize();
+  std::printf("worker %d: ps opposite ok\n", me);
+  return 0;
+}
+
+ChildMode opposite_mode("ps_opposite", opposite_child);
+
 struct Shape {
   int servers;
   int workers;
@@ -321,6 +355,14 @@ TEST(PsBspOrder, AWorkerARoundAheadDoesNotBlockTheOthers) {
     JobResult r = run_job(4, "ps_ahead", {{"PLAIT_TIMEOUT", "20000"}, {"PLAIT_TRANSPORT", transport}}, 300);
     EXPECT_EQ(r.status, 0) << transport << ": " << r.output;
     EXPECT_EQ(count_of(r.output, "ps ahead ok"), 3u) << transport << ": " << r.output;
+  }
+}
+
+TEST(PsBspOrder, WorkersPushingKeysInOppositeOrdersNeverRunOutOfSlots) {
+  for (const char* slots : {"1", "2", "8"}) {
+    JobResult r = run_job(3, "ps_opposite", {{"PLAIT_TIMEOUT", "20000"}, {"PLAIT_PS_SLOTS", slots}}, 300);
+    EXPECT_EQ(r.status, 0) << slots << " slots: " << r.output;
+    EXPECT_EQ(count_of(r.output, "ps opposite ok"), 2u) << slots << " slots: " << r.output;
   }
 }
 
