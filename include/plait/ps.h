@@ -94,7 +94,8 @@ struct Options {
   int staleness = 0;            // kSsp's bound s
   std::string name = "ps";      // store scope
   // PLAIT_* settings for this store's fabric and service, laid over the environment:
-  // PLAIT_PS_PARTITION, PLAIT_PS_SLOTS, PLAIT_PS_WAIT, PLAIT_TRANSPORT, PLAIT_TIMEOUT, ...
+  // PLAIT_PS_PARTITION, PLAIT_PS_CHUNK, PLAIT_PS_SLOTS, PLAIT_PS_WINDOW, PLAIT_PS_WAIT,
+  // PLAIT_TRANSPORT, PLAIT_TIMEOUT, ...
   std::map<std::string, std::string> settings;
 };
 
@@ -111,7 +112,8 @@ struct Stats {
   uint64_t pulls = 0;           // partitions pulled (worker) or answered (server)
   uint64_t bytes_pushed = 0;
   uint64_t bytes_pulled = 0;
-  uint64_t credit_waits = 0;    // worker: pushes that waited for a ring slot
+  uint64_t credit_waits = 0;    // worker: pushes that waited for a ring slot or the window
+  uint64_t peak_bytes_on_wire = 0;  // worker: most push bytes written and not landed at once
   uint64_t deferred = 0;        // server: pushes held in the ring for a later round
   double cpu_seconds = 0;       // this process's CPU time so far (user + system)
 };

@@ -97,6 +97,7 @@ class PyKVStore {
     d["bytes_pushed"] = s.bytes_pushed;
     d["bytes_pulled"] = s.bytes_pulled;
     d["credit_waits"] = s.credit_waits;
+    d["peak_bytes_on_wire"] = s.peak_bytes_on_wire;
     d["deferred"] = s.deferred;
     d["cpu_seconds"] = s.cpu_seconds;
     return d;

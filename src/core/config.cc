@@ -339,6 +339,13 @@ std::vector<SettingRow> make_rows() {
          c.ps_slots = static_cast<int>(parse_int_in(n, v, 1, 1024));
        },
        [](const Config& c, const std::string&) { return std::to_string(c.ps_slots); }},
+      {{"PLAIT_PS_WINDOW", "bytes: 0, or 4K..1G", "2M",
+        "Parameter server: push bytes a worker keeps on the wire at once, over all servers (0: only the slots limit)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.ps_window_bytes = v == "0" ? 0 : parse_bytes_setting(n, v, 4096);
+         if (c.ps_window_bytes > (size_t{1} << 30)) reject(n, v, "bytes: 0, or 4K..1G");
+       },
+       [](const Config& c, const std::string&) { return format_bytes(c.ps_window_bytes); }},
       {{"PLAIT_PS_WAIT", enum_type(kWaitPolicies), "hybrid",
         "Parameter server: how its completion threads wait (busy-poll, sleep, or spin then sleep)"},
        [](Config& c, const std::string& n, const std::string& v) {

@@ -46,6 +46,7 @@ struct Config {
   size_t ps_partition_bytes = size_t{4} << 20;  // PLAIT_PS_PARTITION (placement unit)
   size_t ps_chunk_bytes = size_t{256} << 10;    // PLAIT_PS_CHUNK (transfer unit, ring slot)
   int ps_slots = 8;                            // PLAIT_PS_SLOTS
+  size_t ps_window_bytes = size_t{2} << 20;    // PLAIT_PS_WINDOW (0: no window)
   WaitPolicy ps_wait = WaitPolicy::kHybrid;    // PLAIT_PS_WAIT
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL
   // PLAIT_BIND: plait run's CPU binding (none, auto, core). Not bound by default: a rank's

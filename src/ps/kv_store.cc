@@ -273,6 +273,7 @@ std::shared_ptr<KVStore> KVStore::create(const Bootstrap& bootstrap, const Optio
   service.staleness = options.staleness;
   service.slot_bytes = (std::min(config.ps_chunk_bytes, config.ps_partition_bytes) + 63) / 64 * 64;
   service.slots = static_cast<uint32_t>(config.ps_slots);
+  service.window_bytes = config.ps_window_bytes;
   service.timeout = config.timeout;
   service.role_index.resize(size);
   for (int r = 0; r < size; ++r) {

@@ -17,6 +17,7 @@ struct Service {
   int staleness = 0;
   size_t slot_bytes = 0;       // one ring slot: the largest partition
   uint32_t slots = 4;          // per worker and server
+  size_t window_bytes = 0;     // push bytes a worker keeps on the wire (0: slots only)
   std::chrono::milliseconds timeout{300000};
   std::vector<int> servers;    // fabric ranks, by server index
   std::vector<int> workers;    // fabric ranks, by worker index

@@ -29,7 +29,7 @@ PsWorker::PsWorker(rdma::Fabric& fabric, const Service& service, int index, cons
       rank_(service.workers[index]),
       cq_(fabric.create_cq()),
       inbox_(service.num_servers()),
-      credit_wait_(service.num_servers()) {
+      ready_(service.num_servers()) {
   // Pull replies land in the callers' buffers with an immediate: one queue takes everything.
   fabric_.set_imm_cq(cq_.get());
   for (int s = 0; s < service_.num_servers(); ++s) slots_.emplace_back(service_.slots);
@@ -138,36 +138,39 @@ PsWorkPtr PsWorker::submit(OpKind kind, const std::vector<const KeyInfo*>& keys,
       }
     }
   }
-  if (push)
+  if (push) {
     for (const KeyInfo* k : keys)
       for (uint32_t id : k->partitions) pump_partition(id);
+    pump();
+  }
   return work;
 }
 
 void PsWorker::pump_partition(uint32_t partition) {
   PartitionState& ps = parts_[partition];
   if (ps.push_in_flight || ps.pushes.empty()) return;
-  std::unique_ptr<Task>& next = ps.pushes.front();
-  const int server = next->server;
-  // Behind pushes that already wait for this server's slots: they asked first.
-  if (!credit_wait_[server].empty() || slots_[server].empty()) {
-    stats_.credit_waits += 1;
-    ps.push_in_flight = true;  // its turn has come; it waits for a slot, not for a push
-    credit_wait_[server].push_back(std::move(next));
-    ps.pushes.pop_front();
-    return;
-  }
-  ps.push_in_flight = true;
-  std::unique_ptr<Task> task = std::move(next);
+  std::unique_ptr<Task> next = std::move(ps.pushes.front());
   ps.pushes.pop_front();
-  issue_push(std::move(task));
+  const int server = next->server;
+  if (!ready_[server].empty() || slots_[server].empty()) stats_.credit_waits += 1;
+  ps.push_in_flight = true;  // its turn has come; now it waits for a slot and the window
+  ready_[server].push_back(std::move(next));
 }
 
-void PsWorker::pump_server(int server) {
-  while (!credit_wait_[server].empty() && !slots_[server].empty()) {
-    std::unique_ptr<Task> task = std::move(credit_wait_[server].front());
-    credit_wait_[server].pop_front();
+void PsWorker::pump() {
+  const int n = service_.num_servers();
+  for (int idle = 0; idle < n && !aborted_;) {
+    const int s = next_server_;
+    next_server_ = (next_server_ + 1) % n;
+    auto& queue = ready_[s];
+    if (queue.empty() || slots_[s].empty() || !window_has_room(queue.front()->bytes)) {
+      ++idle;
+      continue;
+    }
+    std::unique_ptr<Task> task = std::move(queue.front());
+    queue.pop_front();
     issue_push(std::move(task));
+    idle = 0;
   }
 }
 
@@ -175,6 +178,8 @@ void PsWorker::issue_push(std::unique_ptr<Task> task) {
   const uint32_t slot = slots_[task->server].take();
   const uint64_t id = next_id_++;
   Task& t = *task;
+  on_wire_ += t.bytes;
+  stats_.peak_bytes_on_wire = std::max<uint64_t>(stats_.peak_bytes_on_wire, on_wire_);
   pushes_.emplace(id, std::move(task));
   try {
     fabric_.write(service_.servers[t.server], t.src, t.bytes, rings_[t.server],

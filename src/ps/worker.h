@@ -89,10 +89,16 @@ class PsWorker {
   void handle(const rdma::Completion& c);
   void on_control(const rdma::Completion& c, int server);
   void on_reply(const rdma::Completion& c);
-  // Starts pushes that can go now: the partition's turn and a free slot on its server.
+  // Moves the partition's next push, if its turn has come, to its server's ready queue.
   void pump_partition(uint32_t partition);
-  void pump_server(int server);
-  // Writes a push whose turn has come into the next free slot of its server.
+  // Writes ready pushes while their servers have free slots and the window has room, one
+  // server after the other: the window is shared out over the servers, so every server's
+  // link carries its share at once (in call order, the first partitions would take it all).
+  void pump();
+  bool window_has_room(size_t bytes) const {
+    return service_.window_bytes == 0 || on_wire_ == 0 || on_wire_ + bytes <= service_.window_bytes;
+  }
+  // Writes a ready push into the next free slot of its server.
   void issue_push(std::unique_ptr<Task> task);
   void task_done(Task& task, std::shared_ptr<const Error> error, uint64_t version);
   void check_health();
@@ -115,7 +121,10 @@ class PsWorker {
 
   mutable std::mutex mu_;
   std::vector<SlotRing> slots_;                         // per server
-  std::vector<std::deque<std::unique_ptr<Task>>> credit_wait_;  // per server: pushes without a slot
+  // Per server: pushes whose turn has come, waiting for a slot or for room in the window.
+  std::vector<std::deque<std::unique_ptr<Task>>> ready_;
+  size_t on_wire_ = 0;   // bytes of pushes written and not landed yet
+  int next_server_ = 0;  // where pump() looks first
   std::deque<PartitionState> parts_;  // by partition id (grows; never moves)
   std::unordered_map<uint64_t, std::unique_ptr<Task>> pushes_;   // in flight, by id
   std::unordered_map<uint64_t, std::unique_ptr<Task>> pulls_;    // requested, by request id

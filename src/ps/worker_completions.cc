@@ -49,8 +49,10 @@ void PsWorker::handle(const rdma::Completion& c) {
         return;
       }
       parts_[t.partition].push_in_flight = false;
+      on_wire_ -= t.bytes;
       task_done(t, nullptr, UINT64_MAX);
       pump_partition(t.partition);
+      pump();
       return;
     }
     case rdma::OpType::kSend: {
@@ -108,7 +110,7 @@ void PsWorker::on_control(const rdma::Completion& c, int server) {
           log(LogLevel::kError, "ps worker rank ", rank_, ": server rank ", service_.servers[server],
               " handed back slot ", slot, ", which it did not hold");
       }
-      pump_server(server);
+      pump();
       return;
     }
     case wire::Kind::kDoneAck:
@@ -161,7 +163,7 @@ void PsWorker::check_health() {
     };
     Op* op = involves(pushes_);
     if (!op) op = involves(pulls_);
-    if (!op && !credit_wait_[s].empty()) op = credit_wait_[s].front()->op.get();
+    if (!op && !ready_[s].empty()) op = ready_[s].front()->op.get();
     if (!op) continue;
     abort(remote_error("parameter server rank " + std::to_string(rank) + " failed: " +
                            fabric_.peer_failure(rank),
@@ -180,8 +182,8 @@ void PsWorker::check_health() {
                 "'s reply to the pull of partition " + std::to_string(t->partition) + " at clock " +
                 std::to_string(t->request.clock);
     for (int s = 0; s < service_.num_servers(); ++s)
-      for (const auto& t : credit_wait_[s])
-        if (t->op == op) waits = "a ring slot on server rank " + std::to_string(service_.servers[s]);
+      for (const auto& t : ready_[s])
+        if (t->op == op) waits = "a ring slot on server rank " + std::to_string(service_.servers[s]) + " (or room in the push window)";
     for (const auto& [id, t] : pushes_)
       if (t->op == op)
         waits = "its push to server rank " + std::to_string(service_.servers[t->server]) + " to land";
@@ -208,7 +210,8 @@ void PsWorker::abort(const Error& why, const Op* culprit) {
   pushes_.clear();
   pulls_.clear();
   pull_by_dest_.clear();
-  for (auto& q : credit_wait_) q.clear();
+  for (auto& q : ready_) q.clear();
+  on_wire_ = 0;
   for (auto& p : parts_) {
     p.pushes.clear();
     p.push_in_flight = false;

@@ -350,6 +350,66 @@ TEST(PsWait, EveryCompletionThreadPolicyServes) {
 }
 
 
+// A 1 MiB key in 256 KiB partitions over 2 servers, 64 KiB chunks: the push bytes on the wire never exceed the
+// window (WANT_PEAK_MAX), and the sums are exact.
+int window_child() {
+  auto kv = make_store(Consistency::kBsp);
+  const size_t n = 262144;
+  kv->register_key(1, n, DataType::kF32);
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int W = kv->num_workers(), me = kv->worker_index();
+  std::vector<float> g(n), out(n);
+  for (size_t i = 0; i < n; ++i) g[i] = grad(me, 1, i);
+  kv->push_pull(1, g.data(), out.data(), n, DataType::kF32)->wait();
+  for (size_t i = 0; i < n; ++i) {
+    float want = 0;
+    for (int w = 0; w < W; ++w) want += grad(w, 1, i);
+    CHECK_OR_FAIL(out[i] == want, "element %zu: %g, want %g", i, out[i], want);
+  }
+  const ps::Stats st = kv->stats();
+  const uint64_t limit = static_cast<uint64_t>(env_int("WANT_PEAK_MAX", 0));
+  CHECK_OR_FAIL(st.peak_bytes_on_wire > 0 && st.peak_bytes_on_wire <= limit,
+                "peak push bytes on the wire %llu, limit %llu",
+                static_cast<unsigned long long>(st.peak_bytes_on_wire), static_cast<unsigned long long>(limit));
+  kv->finalize();
+  std::printf("worker %d: ps window ok (peak %llu)\n", me, static_cast<unsigned long long>(st.peak_bytes_on_wire));
+  return 0;
+}
+
+ChildMode window_mode("ps_window", window_child);
+
+TEST(PsWindow, PushBytesOnTheWireStayWithinTheWindow) {
+  // window, the most it allows: one chunk when the window is smaller than a chunk; with no
+  // window, the ring slots bound it (2 servers x 8 slots x 64 KiB).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"4K", "65536"}, {"128K", "131072"}, {"0", "1048576"}};
+  for (const auto& [window, peak] : cases) {
+    JobResult r = run_job(4, "ps_window",
+                          {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}, {"PLAIT_PS_WINDOW", window},
+                           {"PLAIT_PS_PARTITION", "256K"}, {"PLAIT_PS_CHUNK", "64K"},
+                           {"WANT_PEAK_MAX", peak}},
+                          300);
+    EXPECT_EQ(r.status, 0) << window << ": " << r.output;
+    EXPECT_EQ(count_of(r.output, "ps window ok"), 2u) << window << ": " << r.output;
+  }
+}
+
+// The push window shares the wire out over the servers: one chunk at a time (a window
+// smaller than a chunk) and no window at all both deliver every push exactly once.
+TEST(PsWindow, OneChunkAtATimeAndNoWindowBothServe) {
+  for (const char* window : {"4K", "0"}) {
+    JobResult r = run_job(5, "ps_bsp",
+                          {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}, {"PLAIT_PS_WINDOW", window},
+                           {"PLAIT_PS_PARTITION", "256K"}, {"PLAIT_PS_CHUNK", "64K"}},
+                          300);
+    EXPECT_EQ(r.status, 0) << window << ": " << r.output;
+    EXPECT_EQ(count_of(r.output, "ps bsp ok"), 3u) << window << ": " << r.output;
+  }
+}
+
 TEST(PsBspOrder, AWorkerARoundAheadDoesNotBlockTheOthers) {
   for (const char* transport : {"shm", "tcp"}) {
     JobResult r = run_job(4, "ps_ahead", {{"PLAIT_TIMEOUT", "20000"}, {"PLAIT_TRANSPORT", transport}}, 300);

@@ -67,10 +67,10 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
         "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND", "PLAIT_PS_SERVERS",
-        "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WAIT"}) {
+        "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WINDOW", "PLAIT_PS_WAIT"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 39u);
+  EXPECT_EQ(settings().size(), 40u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {
@@ -180,6 +180,11 @@ TEST(ConfigIntegers, RangesAreChecked) {
   expect_rejected("PLAIT_PS_PARTITION", "2G", "4K..1G");
   EXPECT_EQ(parse_one("PLAIT_PS_SLOTS", "16").ps_slots, 16);
   expect_rejected("PLAIT_PS_SLOTS", "0", "1..1024");
+  EXPECT_EQ(ps.ps_window_bytes, size_t{2} << 20);
+  EXPECT_EQ(parse_one("PLAIT_PS_WINDOW", "0").ps_window_bytes, 0u);
+  EXPECT_EQ(parse_one("PLAIT_PS_WINDOW", "512K").ps_window_bytes, size_t{512} << 10);
+  expect_rejected("PLAIT_PS_WINDOW", "100", "at least 4096 bytes");
+  expect_rejected("PLAIT_PS_WINDOW", "4G", "0, or 4K..1G");
   EXPECT_EQ(parse_one("PLAIT_PS_WAIT", "block").ps_wait, WaitPolicy::kBlock);
   expect_rejected("PLAIT_PS_WAIT", "sometimes", "spin");
   EXPECT_EQ(parse_one("PLAIT_SPIN_US", "0").spin_time.count(), 0);
