@@ -8,11 +8,13 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <thread>
 
 #include "bench_options.h"
 #include "commands.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/reduce.h"
 #include "plait/communicator.h"
 #include "plait/ps.h"
 #include "plait/rdma.h"
@@ -58,6 +60,20 @@ double measure_beta(const Bootstrap& bootstrap, int worker, int server, size_t b
   return beta;
 }
 
+// The gamma of the cost model: gradient bytes a server sums per second, as a BSP round sums
+// two pushes straight from their ring slots into the accumulator (f32, `bytes` each).
+double measure_gamma(size_t bytes) {
+  const size_t n = std::max<size_t>(1, bytes / 4);
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), acc(n);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const Clock::time_point start = Clock::now();
+    reduce_into(DataType::kF32, ReduceOp::kSum, acc.data(), a.data(), b.data(), n);
+    if (rep > 0) best = std::min(best, seconds_since(start));
+  }
+  return 2.0 * static_cast<double>(n * 4) / best;
+}
+
 int run(const PsBenchOptions& o) {
   const Config config = Config::from_env();
   Bootstrap bootstrap = bootstrap_from_env(config.connect_timeout);
@@ -83,6 +99,11 @@ int run(const PsBenchOptions& o) {
   const double beta = all_reduce(
       *comm, measure_beta(bootstrap, 0, W, std::min<size_t>(o.max_bytes, size_t{16} << 20)),
       ReduceOp::kMax);
+  const double gamma = measure_gamma(std::min<size_t>(o.max_bytes, size_t{8} << 20));
+  // Ranks that share one host's cores share its copy engine too: the links of the cost model
+  // are then memory copies by those cores, and so is the servers' summing.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool shared_cores = bootstrap.local_size == size && cores < size;
 
   std::unique_ptr<std::FILE, decltype(&std::fclose)> json(nullptr, &std::fclose);
   if (me == 0) {
@@ -91,14 +112,21 @@ int run(const PsBenchOptions& o) {
       if (!json) throw system_error("--json: cannot write '" + o.json_path + "'", errno);
     }
     std::printf("# plait bench ps: %s, %d servers, %d workers, %s, f32, partitions <= %zu bytes in "
-                "chunks <= %zu, %d slots, %d call(s) in flight\n",
+                "chunks <= %zu, %d slots, window %s, %d call(s) in flight\n",
                 o.op.c_str(), o.servers, W, o.mode.c_str(), config.ps_partition_bytes,
-                config.ps_chunk_bytes, config.ps_slots, o.depth);
-    std::printf("# beta (one-sided write, worker 0 -> server 0): %.2f GB/s; ideal = max(n/beta, w*n/(k*beta))"
-                " per direction%s\n",
+                config.ps_chunk_bytes, config.ps_slots,
+                config.ps_window_bytes ? std::to_string(config.ps_window_bytes).c_str() : "none",
+                o.depth);
+    std::printf("# beta (one-sided write, worker 0 -> server 0): %.2f GB/s; links: ideal = max(n/beta, "
+                "w*n/(k*beta)) per direction%s\n",
                 beta / 1e9, o.op == "push_pull" ? ", both directions at once" : "");
-    std::printf("# %12s %6s %11s %11s %11s %11s %10s %11s %7s%s\n", "bytes", "iters", "time(us)",
-                "worker GB/s", "total GB/s", "CPU s/GB", "srv busy", "ideal(us)", "ideal%",
+    if (shared_cores)
+      std::printf("# %d ranks share %d cores: cores: ideal = (copies/beta + summed/gamma) / %d, every "
+                  "pushed and pulled byte copied once and every pushed byte summed once "
+                  "(gamma %.2f GB/s); the larger ideal is the bound\n",
+                  size, cores, cores, gamma / 1e9);
+    std::printf("# %12s %6s %11s %11s %11s %11s %10s %11s %7s %6s%s\n", "bytes", "iters", "time(us)",
+                "worker GB/s", "total GB/s", "CPU s/GB", "srv busy", "ideal(us)", "ideal%", "bound",
                 o.check ? "  check" : "");
     std::fflush(stdout);
   }
@@ -169,21 +197,26 @@ int run(const PsBenchOptions& o) {
       const double moved = static_cast<double>(bytes) * ((push ? 1 : 0) + (pull ? 1 : 0));
       const double per_worker = moved / t / 1e9;
       const double direction = static_cast<double>(bytes) / beta;
-      const double ideal = std::max(direction, W * direction / o.servers);
+      const double links = std::max(direction, W * direction / o.servers);
+      const double summed = push && po.consistency == ps::Consistency::kBsp ? W * static_cast<double>(bytes) : 0;
+      const double on_cores = shared_cores ? (W * moved / beta + summed / gamma) / cores : 0;
+      const double ideal = std::max(links, on_cores);
       const double cpu_per_gb = cpu / (moved * W * iters / 1e9);
       const double server_busy = server_cpu / (o.servers * t * iters);
-      std::printf("  %12zu %6d %11.1f %11.3f %11.3f %11.3f %9.0f%% %11.1f %6.0f%%%s\n", bytes, iters,
-                  t * 1e6, per_worker, per_worker * W, cpu_per_gb, 100 * server_busy, ideal * 1e6,
-                  100 * ideal / t, o.check ? (wrong ? "  WRONG" : "  ok") : "");
+      std::printf("  %12zu %6d %11.1f %11.3f %11.3f %11.3f %9.0f%% %11.1f %6.0f%% %6s%s\n", bytes,
+                  iters, t * 1e6, per_worker, per_worker * W, cpu_per_gb, 100 * server_busy,
+                  ideal * 1e6, 100 * ideal / t, on_cores > links ? "cores" : "links",
+                  o.check ? (wrong ? "  WRONG" : "  ok") : "");
       std::fflush(stdout);
       if (json)
         std::fprintf(json.get(),
                      "{\"op\":\"ps_%s\",\"mode\":\"%s\",\"servers\":%d,\"workers\":%d,\"bytes\":%zu,"
                      "\"iters\":%d,\"time_us\":%.3f,\"worker_gbps\":%.4f,\"total_gbps\":%.4f,"
                      "\"cpu_s_per_gb\":%.4f,\"server_busy\":%.4f,\"ideal_us\":%.3f,"
-                     "\"beta_gbps\":%.4f}\n",
+                     "\"beta_gbps\":%.4f,\"gamma_gbps\":%.4f,\"links_us\":%.3f,\"cores_us\":%.3f}\n",
                      o.op.c_str(), o.mode.c_str(), o.servers, W, bytes, iters, t * 1e6, per_worker,
-                     per_worker * W, cpu_per_gb, server_busy, ideal * 1e6, beta / 1e9);
+                     per_worker * W, cpu_per_gb, server_busy, ideal * 1e6, beta / 1e9, gamma / 1e9,
+                     links * 1e6, on_cores * 1e6);
     }
   }
   kv->finalize();
@@ -267,7 +300,8 @@ std::string ps_bench_usage() {
          "  --depth D          calls in flight (default 1: each call waited for before the next)\n"
          "  --check            check the values pulled\n"
          "  --json PATH        one JSON object per size\n"
-         "  PLAIT_PS_PARTITION, PLAIT_PS_SLOTS, PLAIT_PS_WAIT, PLAIT_TRANSPORT apply\n";
+         "  PLAIT_PS_PARTITION, PLAIT_PS_CHUNK, PLAIT_PS_SLOTS, PLAIT_PS_WINDOW, PLAIT_PS_WAIT,\n"
+         "  PLAIT_TRANSPORT apply\n";
 }
 
 int ps_bench_main(const std::vector<std::string>& args) {
