@@ -5,7 +5,10 @@
 # (min-max), and beside it the bandwidth term of each cost model with the beta that
 # `plait bench ps` measures (a one-sided write between two ranks):
 #   allreduce (ring)   2(W-1)/W * n / beta
-#   push_pull          max(n/beta, W*n/(K*beta)) per direction, both directions at once
+#   push_pull          what `plait bench ps` prints as its ideal: max(n/beta, W*n/(K*beta)) per
+#                      direction, both directions at once (links); when the ranks outnumber the
+#                      host's cores, the larger cores' bound (every byte copied at beta and every
+#                      pushed byte summed at gamma, over the cores)
 #
 #   bench/ps_vs_allreduce.sh                          # W=2, K=1 and 2, 1M..64M, 3 reps
 #   W=4 KS="2 4" SIZES="16777216" REPS=5 bench/ps_vs_allreduce.sh
@@ -60,5 +63,5 @@ for size in sizes:
     for k in ks:
         row += [cell([t for t, _, _ in runs[k]]), f"{statistics.median(i for _, i, _ in runs[k]):.1f}"]
     print("| " + " | ".join(row) + " |")
-print(f"# us per call; model: the bandwidth term with beta = {beta / 1e3:.2f} GB/s (median of the ps runs' probes)")
+print(f"# us per call; model: the bandwidth term with beta = {beta / 1e3:.2f} GB/s (median of the ps runs' probes), the push_pull's as plait bench ps prints it")
 PY
