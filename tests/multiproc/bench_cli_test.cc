@@ -225,5 +225,28 @@ TEST(Cli, HelpVersionInfo) {
   EXPECT_NE(r.output.find("unknown command"), std::string::npos) << r.output;
 }
 
+// `plait bench compress`: a record per method and size, with the exact wire sizes of the
+// fixed-size methods; an unknown method is a usage error naming the known ones.
+TEST(BenchCli, CompressEveryMethodAndSize) {
+  TempFile json;
+  JobResult r = bench({"compress", "--min", "64K", "--max", "256K", "--iters", "3", "--json", json.path()});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto lines = read_lines(json.path());
+  ASSERT_EQ(lines.size(), 16u) << r.output;  // 8 methods x 2 sizes
+  std::map<std::string, std::string> wire_at_256k;
+  for (const auto& line : lines)
+    if (json_field(line, "bytes") == "262144") wire_at_256k[json_field(line, "method")] = json_field(line, "wire_bytes");
+  EXPECT_EQ(wire_at_256k["\"fp16\""], "131072");
+  EXPECT_EQ(wire_at_256k["\"bf16\""], "131072");
+  EXPECT_EQ(wire_at_256k["\"int8\""], std::to_string(64 * 4 + 65536));   // 64 chunk scales, a byte a value
+  EXPECT_EQ(wire_at_256k["\"sign\""], std::to_string(64 * 4 + 65536 / 8));
+  EXPECT_EQ(wire_at_256k["\"topk\""], std::to_string(655 * 8));           // 1 % of 65536 values
+  EXPECT_EQ(wire_at_256k["\"randomk\""], std::to_string(8 + 655 * 4));
+  EXPECT_EQ(wire_at_256k["\"powersgd\""], std::to_string(4 * 4 * (256 + 256)));
+  r = bench({"compress", "--methods", "fp16,zip"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("unknown compression method 'zip'"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace plait::testing

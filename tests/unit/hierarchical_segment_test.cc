@@ -51,10 +51,13 @@ TEST(HierarchicalOnSegment, OnlyEachHostsFirstRankTalksAndOnlyToTheOthersFirstRa
         bool copies = false;
         for (const Step& st : s.steps) {
           if (st.kind == StepKind::kCopy) copies = true;
-          if (st.kind == StepKind::kSend || st.kind == StepKind::kRecv)
+          if (st.kind == StepKind::kSend || st.kind == StepKind::kRecv) {
             EXPECT_TRUE(firsts.count(st.peer)) << "rank " << r << " talks to " << st.peer;
+          }
           // The segment reduced into the output: the schedule reads and writes only there.
-          if (st.kind == StepKind::kSend) EXPECT_NE(st.src.buffer, BufferId::kInput);
+          if (st.kind == StepKind::kSend) {
+            EXPECT_NE(st.src.buffer, BufferId::kInput);
+          }
         }
         // A rank alone on its host brings its input to the output itself.
         const bool alone = layout.ranks_on(layout.host[static_cast<size_t>(r)]) == 1;

@@ -14,6 +14,7 @@
 
 #include "bench_ops.h"
 #include "bench_options.h"
+#include "bench_compress.h"
 #include "bench_ps.h"
 #include "bench_report.h"
 #include "coll/algorithms.h"
@@ -275,6 +276,10 @@ int bench_main(int argc, char** argv) {
     if (args[i] == "ps") {
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
       return ps_bench_main(args);
+    }
+    if (args[i] == "compress") {
+      // One process, one core: no ranks to launch.
+      return compress_bench_main(std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end()));
     }
     break;
   }

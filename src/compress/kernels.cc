@@ -1,0 +1,259 @@
+#include "compress/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/half.h"
+#include "core/reduce_dispatch.h"
+
+namespace plait::compress::kernels {
+namespace {
+
+#define PLAIT_COMPRESS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// A uniform draw in [0, 1) per (noise, index): a counter-based hash, so that the loop has no
+// state carried from one value to the next and the compiler vectorises it.
+inline float uniform01(uint32_t index, uint32_t noise_lo, uint32_t noise_hi) {
+  uint32_t h = (index ^ noise_lo) * 0x9e3779b9u + noise_hi;
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  return static_cast<float>(h >> 8) * 0x1p-24f;
+}
+
+template <bool kResid>
+PLAIT_COMPRESS_CLONES void quantize(const float* src, int8_t* q, float* resid, size_t n,
+                                    float inv, float step, int levels, uint64_t noise) {
+  const auto lo = static_cast<uint32_t>(noise), hi = static_cast<uint32_t>(noise >> 32);
+  const float top = static_cast<float>(levels);
+  for (size_t i = 0; i < n; ++i) {
+    const float x = src[i];
+    const float a = std::min(std::fabs(x) * inv + uniform01(static_cast<uint32_t>(i), lo, hi), top);
+    const float level = static_cast<float>(static_cast<int>(a));  // a >= 0: truncation floors
+    const float v = x < 0.0f ? -level : level;
+    q[i] = static_cast<int8_t>(v);
+    if constexpr (kResid) resid[i] = x - v * step;
+  }
+}
+
+template <bool kResid>
+PLAIT_COMPRESS_CLONES void bf16_encode(const float* in, float* resid, uint16_t* wire, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = kResid ? in[i] + resid[i] : in[i];
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+    const auto b = static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : rounded >> 16);
+    wire[i] = b;
+    if constexpr (kResid) {
+      const uint32_t back = static_cast<uint32_t>(b) << 16;
+      float f;
+      std::memcpy(&f, &back, 4);
+      resid[i] = x - f;
+    }
+  }
+}
+
+// ±1 for each bit of a byte (1: negative): a sign byte decodes as one 32-byte row.
+struct SignTable {
+  float row[256][8];
+  constexpr SignTable() : row() {
+    for (int b = 0; b < 256; ++b)
+      for (int k = 0; k < 8; ++k) row[b][k] = (b >> k) & 1 ? -1.0f : 1.0f;
+  }
+};
+constexpr SignTable kSigns;
+
+#if defined(__x86_64__)
+const bool kAvx2 = isa_supported(IsaLevel::kAvx2);  // with F16C and FMA
+
+__attribute__((target("avx2,f16c"))) void f16_encode_avx2(const float* in, float* resid,
+                                                          uint16_t* wire, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps(in + i);
+    if (resid) x = _mm256_add_ps(x, _mm256_loadu_ps(resid + i));
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(wire + i), h);
+    if (resid) _mm256_storeu_ps(resid + i, _mm256_sub_ps(x, _mm256_cvtph_ps(h)));
+  }
+  for (; i < n; ++i) {
+    const float x = resid ? in[i] + resid[i] : in[i];
+    wire[i] = float_to_half(x);
+    if (resid) resid[i] = x - half_to_float(wire[i]);
+  }
+}
+
+// Eight sign bits at once: the sign bits of eight floats are one movemask.
+__attribute__((target("avx2"))) void sign_bits_avx2(const float* src, uint8_t* bits, size_t bytes) {
+  for (size_t b = 0; b < bytes; ++b)
+    bits[b] = static_cast<uint8_t>(_mm256_movemask_ps(_mm256_loadu_ps(src + 8 * b)));
+}
+
+__attribute__((target("avx2,f16c"))) void f16_decode_avx2(const uint16_t* wire, float* out,
+                                                          size_t n, bool accumulate) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wire + i)));
+    if (accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(out + i));
+    _mm256_storeu_ps(out + i, x);
+  }
+  for (; i < n; ++i) out[i] = (accumulate ? out[i] : 0.0f) + half_to_float(wire[i]);
+}
+#endif
+
+}  // namespace
+
+PLAIT_COMPRESS_CLONES void add(float* acc, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+// Eight partial results, combined at the end: the shape the vectoriser turns into one
+// vector register (a single running max or sum is a chain it may not reorder).
+template <bool kAdd, bool kMax>
+PLAIT_COMPRESS_CLONES float fold_abs(float* acc, const float* x, size_t n) {
+  float s[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t l = 0; l < 8; ++l) {
+      float v = x[i + l];
+      if constexpr (kAdd) v = acc[i + l] += v;
+      const float a = std::fabs(v);
+      if constexpr (kMax) s[l] = a > s[l] ? a : s[l];
+      else s[l] += a;
+    }
+  }
+  for (; i < n; ++i) {
+    float v = x[i];
+    if constexpr (kAdd) v = acc[i] += v;
+    const float a = std::fabs(v);
+    if constexpr (kMax) s[0] = a > s[0] ? a : s[0];
+    else s[0] += a;
+  }
+  if constexpr (kMax) {
+    for (size_t l = 1; l < 8; ++l) s[0] = s[l] > s[0] ? s[l] : s[0];
+    return s[0];
+  }
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+float max_abs(const float* x, size_t n) { return fold_abs<false, true>(nullptr, x, n); }
+float add_max_abs(float* acc, const float* x, size_t n) { return fold_abs<true, true>(acc, x, n); }
+float add_sum_abs(float* acc, const float* x, size_t n) { return fold_abs<true, false>(acc, x, n); }
+
+float sum_abs(const float* x, size_t n) { return fold_abs<false, false>(nullptr, x, n); }
+
+PLAIT_COMPRESS_CLONES float dot(const float* a, const float* b, size_t n) {
+  float s[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t l = 0; l < 8; ++l) s[l] += a[i + l] * b[i + l];
+  for (; i < n; ++i) s[0] += a[i] * b[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+PLAIT_COMPRESS_CLONES void axpy(float* y, float a, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+PLAIT_COMPRESS_CLONES void scale(float* x, float a, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+void encode_f16(const float* in, float* resid, uint16_t* wire, size_t n) {
+#if defined(__x86_64__)
+  if (kAvx2) return f16_encode_avx2(in, resid, wire, n);
+#endif
+  for (size_t i = 0; i < n; ++i) {
+    const float x = resid ? in[i] + resid[i] : in[i];
+    wire[i] = float_to_half(x);
+    if (resid) resid[i] = x - half_to_float(wire[i]);
+  }
+}
+
+void decode_f16(const uint16_t* wire, float* out, size_t n, bool accumulate) {
+#if defined(__x86_64__)
+  if (kAvx2) return f16_decode_avx2(wire, out, n, accumulate);
+#endif
+  for (size_t i = 0; i < n; ++i) out[i] = (accumulate ? out[i] : 0.0f) + half_to_float(wire[i]);
+}
+
+void encode_bf16(const float* in, float* resid, uint16_t* wire, size_t n) {
+  if (resid)
+    bf16_encode<true>(in, resid, wire, n);
+  else
+    bf16_encode<false>(in, nullptr, wire, n);
+}
+
+PLAIT_COMPRESS_CLONES void decode_bf16(const uint16_t* wire, float* out, size_t n, bool accumulate) {
+  if (accumulate) {
+    for (size_t i = 0; i < n; ++i) out[i] += bf16_to_float(wire[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(wire[i]);
+  }
+}
+
+void quantize_int8(const float* src, int8_t* q, float* resid, size_t n, float scale, int levels,
+                   uint64_t noise) {
+  const float inv = scale > 0.0f ? static_cast<float>(levels) / scale : 0.0f;
+  const float step = scale / static_cast<float>(levels);
+  if (resid)
+    quantize<true>(src, q, resid, n, inv, step, levels, noise);
+  else
+    quantize<false>(src, q, nullptr, n, inv, step, levels, noise);
+}
+
+PLAIT_COMPRESS_CLONES void dequantize_int8(const int8_t* q, float* out, size_t n, float step,
+                                           bool accumulate) {
+  if (accumulate) {
+    for (size_t i = 0; i < n; ++i) out[i] += static_cast<float>(q[i]) * step;
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * step;
+  }
+}
+
+PLAIT_COMPRESS_CLONES void encode_sign(const float* src, uint8_t* bits, float* resid, size_t n,
+                                       float scale) {
+  const size_t whole = n / 8;
+#if defined(__x86_64__)
+  if (kAvx2) {
+    sign_bits_avx2(src, bits, whole);
+  } else
+#endif
+  {
+    for (size_t b = 0; b < whole; ++b) {
+      unsigned v = 0;
+      for (unsigned k = 0; k < 8; ++k) v |= static_cast<unsigned>(std::signbit(src[8 * b + k])) << k;
+      bits[b] = static_cast<uint8_t>(v);
+    }
+  }
+  if (whole * 8 < n) {
+    unsigned v = 0;
+    for (size_t i = whole * 8; i < n; ++i) v |= static_cast<unsigned>(std::signbit(src[i])) << (i - whole * 8);
+    bits[whole] = static_cast<uint8_t>(v);
+  }
+  if (resid)
+    for (size_t i = 0; i < n; ++i) resid[i] = src[i] - std::copysign(scale, src[i]);
+}
+
+PLAIT_COMPRESS_CLONES void decode_sign(const uint8_t* bits, float* out, size_t n, float scale,
+                                       bool accumulate) {
+  const size_t whole = n / 8;
+  for (size_t b = 0; b < whole; ++b) {
+    const float* row = kSigns.row[bits[b]];
+    float* o = out + 8 * b;
+    for (size_t k = 0; k < 8; ++k) o[k] = accumulate ? o[k] + row[k] * scale : row[k] * scale;
+  }
+  for (size_t i = whole * 8; i < n; ++i) {
+    const float v = (bits[i >> 3] >> (i & 7)) & 1u ? -scale : scale;
+    out[i] = accumulate ? out[i] + v : v;
+  }
+}
+
+}  // namespace plait::compress::kernels
