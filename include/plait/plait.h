@@ -3,6 +3,8 @@
 
 #include "plait/bootstrap.h"
 #include "plait/communicator.h"
+#include "plait/compress.h"
+#include "plait/compressed_allreduce.h"
 #include "plait/error.h"
 #include "plait/ps.h"
 #include "plait/rdma.h"

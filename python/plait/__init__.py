@@ -14,7 +14,8 @@ Failures raise plait.Error subclasses carrying the same message, category and co
 peer, op) as the C++ library; bad arguments raise plait.InvalidUsageError and start nothing.
 
 plait.rdma has the one-sided API (registered windows, put/get/atomics, completion queues);
-plait.ps the parameter server.
+plait.ps the parameter server; plait.compress the gradient compressors and the compressed
+allreduce.
 """
 
 from ._plait import (  # noqa: F401

@@ -27,6 +27,7 @@ class PyCommunicator {
   ~PyCommunicator();
 
   int rank() const { return comm_->rank(); }
+  Communicator& native() const { return *comm_; }
   int size() const { return comm_->size(); }
 
   // communicator_py.cc

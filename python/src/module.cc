@@ -15,6 +15,7 @@ namespace py = pybind11;
 
 namespace plait::python {
 void register_ps(py::module_& m);
+void register_compress(py::module_& m);
 }
 
 namespace {
@@ -131,6 +132,7 @@ PYBIND11_MODULE(_plait, m) {
 
   register_rdma(m);
   register_ps(m);
+  register_compress(m);
 
   m.def("init", &init, py::arg("timeout") = 60.0,
         "A communicator over every rank of the job, from the environment that plait run, "

@@ -31,6 +31,7 @@ extern char** environ;
 namespace {
 
 using namespace std::chrono_literals;
+using plait::testing::count_of;
 
 // ---------------------------------------------------------------------------------------------
 // Child modes: what a rank does when this binary is started by `plait run`.
@@ -260,12 +261,6 @@ void expect_all_gone(const std::vector<pid_t>& pids) {
     EXPECT_TRUE(eventually([&] { return !process_alive(pid); }))
         << "process " << pid << " outlived the job";
   }
-}
-
-size_t count_of(const std::string& text, const std::string& word) {
-  size_t n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
 }
 
 // A scratch directory for ranks to signal "I am ready" through files.

@@ -53,4 +53,11 @@ int run_child_mode_if_requested();
 // The path of the `plait` tool (PLAIT_BIN, set by ctest).
 std::string plait_bin();
 
+// How often `needle` occurs in `text` (ranks' "ok" lines, error lines).
+inline size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace plait::testing

@@ -64,10 +64,4 @@ inline std::string error_line(const std::string& output) {
   return output.substr(at, output.find('\n', at) - at);
 }
 
-inline size_t count_of(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(needle, at)) != std::string::npos; ++at) ++n;
-  return n;
-}
-
 }  // namespace plait::testing

@@ -1,0 +1,107 @@
+// plait.compress: the compressors (plait/compress.h) and the compressed allreduce
+// (plait/compressed_allreduce.h) on Python buffers of float32. Other element types are an
+// InvalidUsageError naming the call; so are parameters out of range.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "arrays.h"
+#include "communicator_py.h"
+#include "plait/compress.h"
+#include "plait/compressed_allreduce.h"
+
+namespace py = pybind11;
+
+namespace plait::python {
+namespace {
+
+std::shared_ptr<BufferView> floats(py::handle object, bool writable, const char* what, const char* op) {
+  auto view = std::make_shared<BufferView>(object, writable, what);
+  if (view->dtype() != DataType::kF32)
+    throw invalid_usage(std::string(what) + " holds " + std::string(to_string(view->dtype())) +
+                            "; compression takes float32 values",
+                        {.op = op});
+  return view;
+}
+
+class PyCompressor {
+ public:
+  PyCompressor(const std::string& method, int levels, size_t chunk, double ratio, size_t k,
+               float threshold, int rank, size_t rows, uint64_t seed)
+      : c_(compress::Compressor::create(compress::parse_method(method),
+                                        {.levels = levels, .chunk = chunk, .ratio = ratio, .k = k,
+                                         .threshold = threshold, .rank = rank, .rows = rows, .seed = seed})) {}
+
+  std::string method() const { return std::string(compress::to_string(c_->method())); }
+  size_t max_wire_bytes(size_t count) const { return c_->max_wire_bytes(count); }
+
+  size_t compress(py::handle data, py::handle wire, compress::State* state) const {
+    auto in = floats(data, false, "data", "compress");
+    BufferView out(wire, true, "wire");
+    if (static_cast<size_t>(out.count()) * dtype_size(out.dtype()) < c_->max_wire_bytes(in->count()))
+      throw invalid_usage("wire has room for " + std::to_string(out.count() * dtype_size(out.dtype())) +
+                              " bytes; " + std::to_string(c_->max_wire_bytes(in->count())) + " needed",
+                          {.op = "compress"});
+    py::gil_scoped_release nogil;
+    return c_->compress(static_cast<const float*>(in->data()), in->count(), static_cast<std::byte*>(out.data()),
+                        state);
+  }
+
+  void decompress(py::handle wire, size_t bytes, py::handle out, bool accumulate) const {
+    BufferView w(wire, false, "wire");
+    auto o = floats(out, true, "out", "decompress");
+    if (bytes > w.count() * dtype_size(w.dtype()))
+      throw invalid_usage("nbytes " + std::to_string(bytes) + " is more than the wire holds", {.op = "decompress"});
+    py::gil_scoped_release nogil;
+    c_->decompress(static_cast<const std::byte*>(w.data()), bytes, static_cast<float*>(o->data()), o->count(),
+                   accumulate);
+  }
+
+  py::dict allreduce(PyCommunicator& comm, py::handle data, compress::State* state, bool average) const {
+    auto d = floats(data, true, "data", "compressed allreduce");
+    compress::AllreduceStats st;
+    {
+      py::gil_scoped_release nogil;
+      st = compress::allreduce(comm.native(), static_cast<float*>(d->data()), d->count(), *c_, state, average);
+    }
+    py::dict out;
+    out["path"] = st.path;
+    out["wire_bytes"] = st.wire_bytes;
+    out["compress_seconds"] = st.compress_seconds;
+    out["communicate_seconds"] = st.communicate_seconds;
+    out["decompress_seconds"] = st.decompress_seconds;
+    return out;
+  }
+
+ private:
+  std::unique_ptr<compress::Compressor> c_;
+};
+
+}  // namespace
+
+void register_compress(py::module_& m) {
+  py::class_<compress::State>(m, "CompressState",
+                              "Per-tensor state: the error-feedback residual, PowerSGD's Q, a call count.")
+      .def(py::init<>())
+      .def_readonly("calls", &compress::State::calls)
+      .def_property_readonly("residual", [](const compress::State& s) { return s.residual; },
+                             "A copy of the residual (empty before the first call).");
+  py::class_<PyCompressor>(m, "Compressor", "A gradient compressor (plait/compress.h) on float32 buffers.")
+      .def(py::init<const std::string&, int, size_t, double, size_t, float, int, size_t, uint64_t>(),
+           py::arg("method"), py::arg("levels") = 127, py::arg("chunk") = 1024, py::arg("ratio") = 0.01,
+           py::arg("k") = 0, py::arg("threshold") = 0.0f, py::arg("rank") = 4, py::arg("rows") = 0,
+           py::arg("seed") = 0x706c616974ull)
+      .def_property_readonly("method", &PyCompressor::method)
+      .def("max_wire_bytes", &PyCompressor::max_wire_bytes, py::arg("count"))
+      .def("compress", &PyCompressor::compress, py::arg("data"), py::arg("wire"), py::arg("state") = nullptr,
+           "Compresses data into wire (max_wire_bytes(len) bytes of room); returns the bytes written.")
+      .def("decompress", &PyCompressor::decompress, py::arg("wire"), py::arg("nbytes"), py::arg("out"),
+           py::arg("accumulate") = false)
+      .def("allreduce", &PyCompressor::allreduce, py::arg("comm"), py::arg("data"), py::arg("state") = nullptr,
+           py::arg("average") = true,
+           "Collective: data (in place) becomes every rank's compressed values reduced; returns the stats.");
+}
+
+}  // namespace plait::python

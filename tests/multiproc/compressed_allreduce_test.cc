@@ -1,0 +1,116 @@
+// compress::allreduce on real ranks, 2 to 5 of them, every method: every rank ends with the
+// same values; they are what the ranks' compressed values carry, reduced (exactly, for the
+// methods moved by allgather or as one sum of shared-index values); and error feedback keeps
+// the books: the sum of the inputs less the sum of the residuals is the ranks' count times
+// the mean, for every method.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plait/plait.h"
+#include "support/job.h"
+#include "support/rank_checks.h"
+
+namespace plait::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<float> gradient(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+int compressed_child() {
+  simulate_hosts();
+  auto comm = Communicator::create(bootstrap_from_env(30s));
+  const int me = comm->rank(), W = comm->size();
+  const size_t n = 5000;  // 50 x 100 for PowerSGD
+  const compress::Params params{.chunk = 256, .ratio = 0.05, .threshold = 1.2f, .rank = 3, .rows = 50};
+  for (compress::Method m : compress::kAllMethods) {
+    const char* name = compress::to_string(m).data();
+    auto c = compress::Compressor::create(m, params);
+    // Three steps with error feedback (PowerSGD warm-starts from the last Q).
+    compress::State state;
+    std::vector<float> mean;
+    for (int step = 0; step < 3; ++step) {
+      mean = gradient(n, static_cast<uint32_t>(1000 * step + me));
+      const auto stats = compress::allreduce(*comm, mean.data(), n, *c, &state);
+      CHECK_OR_FAIL(stats.wire_bytes > 0 && !stats.path.empty(), "%s: stats", name);
+    }
+    // Every rank holds the same values.
+    std::vector<float> all(n * static_cast<size_t>(W));
+    comm->allgather(mean.data(), all.data(), n, DataType::kF32)->wait();
+    for (int r = 0; r < W; ++r)
+      CHECK_OR_FAIL(std::memcmp(all.data() + r * n, mean.data(), n * 4) == 0, "%s: rank %d differs", name, r);
+    // The books of one step from a fresh state: inputs less residuals, summed over the
+    // ranks, are W times the mean.
+    compress::State fresh;
+    auto g = gradient(n, static_cast<uint32_t>(77 + me));
+    std::vector<float> out = g;
+    auto c2 = compress::Compressor::create(m, params);
+    compress::allreduce(*comm, out.data(), n, *c2, &fresh);
+    std::vector<float> kept(n);
+    for (size_t i = 0; i < n; ++i) kept[i] = g[i] - fresh.residual[i];
+    comm->allreduce(kept.data(), kept.data(), n, DataType::kF32, ReduceOp::kSum)->wait();
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < n; ++i) {
+      worst = std::max(worst, static_cast<double>(std::fabs(kept[i] - static_cast<float>(W) * out[i])));
+      scale = std::max(scale, std::fabs(static_cast<double>(kept[i])));
+    }
+    // fp16 and bf16 sum in 16 bits: their books balance to the format's rounding.
+    const double tolerance = m == compress::Method::kBf16 ? 2e-2 * scale
+                             : m == compress::Method::kFp16 ? 2e-3 * scale
+                                                            : 1e-4 * scale + 1e-5;
+    CHECK_OR_FAIL(worst <= tolerance, "%s: inputs - residuals differ from %d x mean by %g (scale %g)", name, W,
+                  worst, scale);
+    // The gathered and shared-index methods: exactly the mean of the decompressed wires, in
+    // rank order, as this rank recomputes them from every rank's input.
+    if (m == compress::Method::kSign || m == compress::Method::kTopK || m == compress::Method::kThreshold ||
+        m == compress::Method::kRandomK) {
+      std::vector<float> want(n, 0.0f);
+      for (int r = 0; r < W; ++r) {
+        auto cr = compress::Compressor::create(m, params);
+        compress::State sr;
+        const auto gr = gradient(n, static_cast<uint32_t>(77 + r));
+        std::vector<std::byte> wire(cr->max_wire_bytes(n));
+        const size_t bytes = cr->compress(gr.data(), n, wire.data(), &sr);
+        cr->decompress(wire.data(), bytes, want.data(), n, true);
+      }
+      for (size_t i = 0; i < n; ++i) want[i] *= 1.0f / static_cast<float>(W);
+      if (m == compress::Method::kRandomK) {
+        // One allreduce sums the k values: the order of the additions is the collective's.
+        for (size_t i = 0; i < n; ++i)
+          CHECK_OR_FAIL(std::fabs(out[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])), "%s: value %zu", name, i);
+      } else {
+        CHECK_OR_FAIL(std::memcmp(out.data(), want.data(), n * 4) == 0, "%s: not the exact sum of the wires", name);
+      }
+    }
+  }
+  std::printf("rank %d: compressed allreduce ok\n", me);
+  return 0;
+}
+
+ChildMode compressed_mode("compressed_allreduce", compressed_child);
+
+class CompressedAllreduce : public ::testing::TestWithParam<int> {};
+
+TEST_P(CompressedAllreduce, EveryMethodAgreesKeepsItsBooksAndIsTheSumOfTheWires) {
+  const int ranks = GetParam();
+  JobResult r = run_job(ranks, "compressed_allreduce", {{"PLAIT_TIMEOUT", "60000"}, {"PLAIT_TEST_HOSTS", "2"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "compressed allreduce ok"), static_cast<size_t>(ranks)) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CompressedAllreduce, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace plait::testing
