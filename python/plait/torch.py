@@ -10,15 +10,19 @@ ranks of one host, TCP between hosts), asynchronously: a call returns at once, i
 finished by wait() or is_completed(), and its Future, once asked for, completes on its own
 (DDP consumes results that way). ``new_group`` makes a group that shares the default group's
 connections. Timeouts (the group's, or a call's) end with an error that says "Timed out".
+
+``plait.torch.hooks.make(method, **params)`` gives DDP communication hooks that compress with
+plait's compressors on any backend (see plait/torch_hooks.py).
 """
 
 import atexit as _atexit
 
 import torch.distributed as _dist
 
+from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
 from ._plait_torch import ProcessGroupPlait, _wait_for_orphaned_completion_threads
 
-__all__ = ["ProcessGroupPlait", "create_process_group"]
+__all__ = ["ProcessGroupPlait", "create_process_group", "hooks"]
 
 
 def create_process_group(store, rank, size, timeout):

@@ -11,6 +11,7 @@
 #include "communicator_py.h"
 #include "plait/compress.h"
 #include "plait/compressed_allreduce.h"
+#include "compress/power_sgd.h"
 
 namespace py = pybind11;
 
@@ -79,9 +80,82 @@ class PyCompressor {
   std::unique_ptr<compress::Compressor> c_;
 };
 
+// PowerSGD's steps on float32 buffers, for a schedule that runs its collectives elsewhere
+// (the DDP hooks, on any process group's all_reduce).
+class PyPowerSgdSteps {
+ public:
+  PyPowerSgdSteps(size_t count, int rank, size_t rows) : count_(count) {
+    if (rank < 1) throw invalid_usage("rank " + std::to_string(rank) + " (at least 1)", {.op = "powersgd"});
+    compress::Params p;
+    p.rank = rank;
+    p.rows = rows;
+    shape_ = compress::detail::power_sgd_shape(p, count);
+  }
+  size_t rows() const { return shape_.rows; }
+  size_t cols() const { return shape_.cols; }
+  size_t rank() const { return shape_.rank; }
+
+  void initial_q(py::handle qt, uint64_t seed) const {
+    auto q = sized(qt, shape_.q_values(), true, "q");
+    compress::detail::power_sgd_initial_q(static_cast<float*>(q->data()), shape_, seed);
+  }
+  void mq(py::handle m, py::handle qt, py::handle pt) const {
+    auto mm = sized(m, count_, false, "m"), q = sized(qt, shape_.q_values(), false, "q"),
+         p = sized(pt, shape_.p_values(), true, "p");
+    py::gil_scoped_release nogil;
+    compress::detail::power_sgd_mq(static_cast<const float*>(mm->data()), count_, shape_,
+                                   static_cast<const float*>(q->data()), static_cast<float*>(p->data()));
+  }
+  void orthonormalize(py::handle pt) const {
+    auto p = sized(pt, shape_.p_values(), true, "p");
+    py::gil_scoped_release nogil;
+    compress::detail::power_sgd_orthonormalize(static_cast<float*>(p->data()), shape_);
+  }
+  void mtp(py::handle m, py::handle pt, py::handle qt) const {
+    auto mm = sized(m, count_, false, "m"), p = sized(pt, shape_.p_values(), false, "p"),
+         q = sized(qt, shape_.q_values(), true, "q");
+    py::gil_scoped_release nogil;
+    compress::detail::power_sgd_mtp(static_cast<const float*>(mm->data()), count_, shape_,
+                                    static_cast<const float*>(p->data()), static_cast<float*>(q->data()));
+  }
+  // out = P Q^T, or out -= P Q^T with subtract.
+  void reconstruct(py::handle pt, py::handle qt, py::handle out, bool subtract) const {
+    auto p = sized(pt, shape_.p_values(), false, "p"), q = sized(qt, shape_.q_values(), false, "q"),
+         o = sized(out, count_, true, "out");
+    py::gil_scoped_release nogil;
+    compress::detail::power_sgd_reconstruct(static_cast<const float*>(p->data()), static_cast<const float*>(q->data()),
+                                            shape_, static_cast<float*>(o->data()), count_, false, subtract);
+  }
+
+ private:
+  std::shared_ptr<BufferView> sized(py::handle a, size_t want, bool writable, const char* what) const {
+    auto v = floats(a, writable, what, "powersgd");
+    if (v->count() != want)
+      throw invalid_usage(std::string(what) + " holds " + std::to_string(v->count()) + " values, not " +
+                              std::to_string(want),
+                          {.op = "powersgd"});
+    return v;
+  }
+  size_t count_;
+  compress::detail::PowerSgdShape shape_;
+};
+
 }  // namespace
 
 void register_compress(py::module_& m) {
+  py::class_<PyPowerSgdSteps>(m, "PowerSgdSteps",
+                              "PowerSGD's steps for `count` values as a rows x cols matrix, P and Q "
+                              "kept transposed (rank x rows, rank x cols float32).")
+      .def(py::init<size_t, int, size_t>(), py::arg("count"), py::arg("rank"), py::arg("rows") = 0)
+      .def_property_readonly("rows", &PyPowerSgdSteps::rows)
+      .def_property_readonly("cols", &PyPowerSgdSteps::cols)
+      .def_property_readonly("rank", &PyPowerSgdSteps::rank)
+      .def("initial_q", &PyPowerSgdSteps::initial_q, py::arg("q"), py::arg("seed"))
+      .def("mq", &PyPowerSgdSteps::mq, py::arg("m"), py::arg("q"), py::arg("p"))
+      .def("orthonormalize", &PyPowerSgdSteps::orthonormalize, py::arg("p"))
+      .def("mtp", &PyPowerSgdSteps::mtp, py::arg("m"), py::arg("p"), py::arg("q"))
+      .def("reconstruct", &PyPowerSgdSteps::reconstruct, py::arg("p"), py::arg("q"), py::arg("out"),
+           py::arg("subtract") = false);
   py::class_<compress::State>(m, "CompressState",
                               "Per-tensor state: the error-feedback residual, PowerSGD's Q, a call count.")
       .def(py::init<>())

@@ -1,0 +1,279 @@
+"""plait.torch.hooks: DDP communication hooks that compress gradients with plait's
+compressors and move them with the process group's own collectives, so they run on the
+"plait" backend and on gloo alike.
+
+    import plait.torch
+    state, hook = plait.torch.hooks.make("powersgd", rank=4, start_iter=10)
+    ddp_model.register_comm_hook(state, hook)
+
+Methods: "fp16", "bf16", "int8", "sign", "topk", "threshold", "randomk", "powersgd", "none"
+(plain allreduce) and "auto" (the cheapest by the cost model, see below). Parameters are
+plait.compress's (levels, chunk, ratio, k, threshold, rank, rows, seed) and start_iter:
+the first start_iter steps allreduce uncompressed (as torch's PowerSGD hook does). Every
+bucket keeps its own error-feedback state (and PowerSGD's Q, warm-started).
+
+How each method moves over the group: fp16 and bf16 as one all_reduce of the 16-bit values
+(bf16 as an all_gather on gloo, which cannot sum bfloat16);
+randomk as one all_reduce of the k values (every rank draws the same indices); powersgd as
+all_reduce of P, then of Q; int8, sign, topk and threshold as all_gather of the wires (padded
+to the longest for threshold), each decompressed and added in rank order. The result is the
+mean, as DDP expects.
+
+"auto" measures, when made (a collective call on every rank), the group's latency and
+bandwidth with timed all_reduces and each candidate's compress + decompress speed, then per
+bucket size picks the method with the least predicted time: t = a * messages + wire bytes *
+2(w-1)/w / B + values / (compress speed). Uncompressed is a candidate, so on a fast link it
+allreduces plainly. The choice is printed once per bucket size when PLAIT_LOG is info or
+debug; `candidates=` overrides the set.
+"""
+
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from . import compress as _pc
+from ._plait import PowerSgdSteps as _PowerSgdSteps
+
+__all__ = ["HookState", "make", "METHODS"]
+
+METHODS = _pc.METHODS + ("none", "auto")
+_COMPRESSOR_PARAMS = ("levels", "chunk", "ratio", "k", "threshold", "rank", "rows", "seed")
+
+
+def _log_info():
+    return os.environ.get("PLAIT_LOG", "").lower() in ("info", "debug")
+
+
+class HookState:
+    """What a hook keeps between calls: the method, the group, and per bucket the
+    error-feedback state (and PowerSGD's Q)."""
+
+    def __init__(self, method, process_group=None, start_iter=0, candidates=None, **params):
+        if method not in METHODS:
+            raise ValueError(f"unknown method '{method}' ({', '.join(METHODS)})")
+        unknown = set(params) - set(_COMPRESSOR_PARAMS)
+        if unknown:
+            raise ValueError(f"unknown parameters {sorted(unknown)} ({', '.join(_COMPRESSOR_PARAMS)})")
+        self.method = method
+        self.group = process_group
+        self.params = dict(params)
+        self.start_iter = int(start_iter)
+        self.world = dist.get_world_size(process_group)
+        self.rank = dist.get_rank(process_group)
+        self.iteration = 0
+        self._compressors = {}
+        self._states = {}
+        self._psgd = {}
+        self._choice = {}
+        if method == "powersgd" and self.params.get("rank", 4) < 1:
+            raise ValueError(f"powersgd needs rank >= 1, not {self.params['rank']}")
+        if method not in ("none", "auto", "powersgd"):
+            self._compressor(method)  # bad parameters fail here, not in the first backward
+        self._model = _measure(self, candidates) if method == "auto" else None
+
+    def _compressor(self, method):
+        if method not in self._compressors:
+            self._compressors[method] = _pc.Compressor(method, **self.params)
+        return self._compressors[method]
+
+    def _state(self, key):
+        if key not in self._states:
+            self._states[key] = _pc.State()
+        return self._states[key]
+
+
+def _allreduce_mean(state, tensor):
+    dist.all_reduce(tensor, group=state.group)
+    tensor.div_(state.world)
+
+
+def _cast(state, method, x, key):
+    if method == "bf16" and dist.get_backend(state.group) == "gloo":
+        return _gathered(state, method, x, key)  # gloo (torch 1.13) has no bfloat16 sums
+    c = state._compressor(method)
+    wire = c.compress(x, state._state(key))
+    summed = torch.from_numpy(wire).view(torch.float16 if method == "fp16" else torch.bfloat16)
+    dist.all_reduce(summed, group=state.group)
+    c.decompress(wire, x)
+
+
+def _random_k(state, x, key):
+    c = state._compressor("randomk")
+    wire = c.compress(x, state._state(key))
+    values = torch.from_numpy(wire[8:]).view(torch.float32)  # after the 8-byte seed
+    dist.all_reduce(values, group=state.group)
+    c.decompress(wire, x)
+
+
+def _gathered(state, method, x, key):
+    c = state._compressor(method)
+    wire = torch.from_numpy(c.compress(x, state._state(key)))
+    if method == "threshold":
+        size = torch.tensor([wire.numel()], dtype=torch.int64)
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(state.world)]
+        dist.all_gather(sizes, size, group=state.group)
+        sizes = [int(s.item()) for s in sizes]
+        padded = torch.zeros(max(sizes), dtype=torch.uint8)
+        padded[:wire.numel()] = wire
+        wire = padded
+    else:
+        sizes = [wire.numel()] * state.world
+    wires = [torch.empty_like(wire) for _ in range(state.world)]
+    dist.all_gather(wires, wire, group=state.group)
+    x[:] = 0.0
+    for w, n in zip(wires, sizes):
+        c.decompress(w.numpy()[:n], x, accumulate=True)
+
+
+def _power_sgd(state, x, key):
+    if key not in state._psgd:
+        steps = _PowerSgdSteps(x.size, state.params.get("rank", 4), state.params.get("rows", 0))
+        q = np.empty(steps.rank * steps.cols, np.float32)
+        # The same start on every rank: the seed is the parameters', not the rank's.
+        steps.initial_q(q, state.params.get("seed", 0x706c616974) + key)
+        state._psgd[key] = (steps, q, np.zeros_like(x))
+    steps, q, m = state._psgd[key]
+    m += x  # error feedback: the values plus what earlier steps did not carry
+    p = np.empty(steps.rank * steps.rows, np.float32)
+    steps.mq(m, q, p)
+    dist.all_reduce(torch.from_numpy(p), group=state.group)
+    steps.orthonormalize(p)
+    steps.mtp(m, p, q)  # q is updated in place: the next step's warm start
+    dist.all_reduce(torch.from_numpy(q), group=state.group)
+    q /= np.float32(state.world)
+    steps.reconstruct(p, q, x)
+    m -= x
+
+
+_PATHS = {"fp16": lambda s, x, k: _cast(s, "fp16", x, k), "bf16": lambda s, x, k: _cast(s, "bf16", x, k),
+          "randomk": _random_k, "powersgd": _power_sgd}
+
+
+def _run(state, method, x, key):
+    """x (a float32 NumPy view of the bucket) becomes the group's mean, moved by `method`."""
+    if method == "none":
+        t = torch.from_numpy(x)
+        _allreduce_mean(state, t)
+        return
+    path = _PATHS.get(method)
+    if path is not None:
+        path(state, x, key)
+    else:
+        _gathered(state, method, x, key)
+    if method != "powersgd":  # powersgd's Q was averaged already
+        x /= np.float32(state.world)
+
+
+def _predict(model, method, n, world):
+    """Seconds for one bucket of n float32 values by `method`, from the measured model."""
+    alpha, beta, speed = model["alpha"], model["beta"], model["speed"]
+    share = 2.0 * (world - 1) / world
+    if method == "none":
+        return alpha + share * 4 * n / beta
+    if method == "powersgd":
+        steps = _PowerSgdSteps(n, model["rank"], 0)
+        wire = 4 * steps.rank * (steps.rows + steps.cols)
+        return 2 * alpha + share * wire / beta + n / speed[method]
+    if method in ("fp16", "bf16"):
+        return alpha + share * 2 * n / beta + n / speed[method]
+    ratio = model["ratio"][method]  # wire bytes per value
+    if method == "randomk":
+        return alpha + share * ratio * n / beta + n / speed[method]
+    return alpha + (world - 1) * ratio * n / beta + n / speed[method]  # all_gather
+
+
+def _measure(state, candidates):
+    """The cost model's inputs: the group's latency and bandwidth, and each candidate's
+    compress + decompress speed (values per second) on this CPU."""
+    candidates = list(candidates or ("none", "fp16", "powersgd"))
+    for c in candidates:
+        if c not in METHODS or c == "auto":
+            raise ValueError(f"auto: unknown candidate '{c}'")
+
+    def timed_allreduce(n, reps=5):
+        t = torch.ones(n)
+        dist.all_reduce(t, group=state.group)
+        times = []
+        for _ in range(reps):
+            dist.barrier(group=state.group)
+            start = time.perf_counter()
+            dist.all_reduce(t, group=state.group)
+            times.append(time.perf_counter() - start)
+        # The slowest rank's median: every rank decides alike.
+        med = torch.tensor([sorted(times)[len(times) // 2]], dtype=torch.float64)
+        dist.all_reduce(med, op=dist.ReduceOp.MAX, group=state.group)
+        return float(med.item())
+
+    small = timed_allreduce(1)
+    big_n = 1 << 20
+    big = timed_allreduce(big_n)
+    share = 2.0 * (state.world - 1) / max(1, state.world)
+    beta = share * 4 * big_n / max(1e-9, big - small)
+    sample = np.random.default_rng(0).standard_normal(big_n).astype(np.float32)
+    speed, ratio = {}, {}
+    for method in candidates:
+        if method == "none":
+            continue
+        start = time.perf_counter()
+        if method == "powersgd":
+            steps = _PowerSgdSteps(big_n, state.params.get("rank", 4), 0)
+            q = np.empty(steps.rank * steps.cols, np.float32)
+            p = np.empty(steps.rank * steps.rows, np.float32)
+            steps.initial_q(q, 1)
+            steps.mq(sample, q, p)
+            steps.orthonormalize(p)
+            steps.mtp(sample, p, q)
+            steps.reconstruct(p, q, sample.copy())
+        else:
+            c = state._compressor(method)
+            wire = c.compress(sample, _pc.State())
+            c.decompress(wire, sample.copy())
+            ratio[method] = wire.size / big_n
+        speed[method] = big_n / max(1e-9, time.perf_counter() - start)
+    # Every rank decides alike: the slowest rank's compression speeds.
+    speeds = torch.tensor([speed.get(m, 0.0) for m in candidates], dtype=torch.float64)
+    dist.all_reduce(speeds, op=dist.ReduceOp.MIN, group=state.group)
+    speed = {m: float(v) for m, v in zip(candidates, speeds) if m != "none"}
+    return {"alpha": small, "beta": beta, "speed": speed, "ratio": ratio, "candidates": candidates,
+            "rank": state.params.get("rank", 4)}
+
+
+def _choose(state, n):
+    if n not in state._choice:
+        model = state._model
+        predicted = {m: _predict(model, m, n, state.world) for m in model["candidates"]}
+        best = min(predicted, key=predicted.get)
+        state._choice[n] = best
+        if _log_info() and state.rank == 0:
+            costs = ", ".join(f"{m} {1e3 * t:.2f} ms" for m, t in predicted.items())
+            print(f"plait[rank 0] info: hooks auto: {best} for a bucket of {n} values "
+                  f"(predicted: {costs}; alpha {1e6 * model['alpha']:.0f} us, "
+                  f"bandwidth {model['beta'] / 1e9:.2f} GB/s)", file=sys.stderr, flush=True)
+    return state._choice[n]
+
+
+def _hook(state, bucket):
+    buf = bucket.buffer()
+    if buf.dtype != torch.float32:
+        raise TypeError(f"plait hooks compress float32 gradients, not {buf.dtype}")
+    key = bucket.index()
+    method = state.method
+    if method == "auto":
+        method = _choose(state, buf.numel())
+    if state.iteration < state.start_iter:
+        method = "none"
+    _run(state, method, buf.numpy(), key)
+    if bucket.is_last():
+        state.iteration += 1
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def make(method, process_group=None, **params):
+    """(state, hook) for DistributedDataParallel.register_comm_hook."""
+    return HookState(method, process_group, **params), _hook

@@ -1,0 +1,52 @@
+"""Rank program for test_torch_hooks.py: a few DDP steps of a small model with one of
+plait.torch.hooks' hooks on the given backend; prints the final parameters' digest and
+writes them to OUT_DIR/<backend>-<method>-rank<r>.pt."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import plait.torch  # noqa: F401  (the "plait" backend, and plait.torch.hooks)
+
+
+def main():
+    backend, method = sys.argv[1], sys.argv[2]
+    dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 10))
+    # Small buckets: several per step, each with its own state.
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.005)
+    params = {"ratio": 0.1, "threshold": 0.01, "rank": 2, "chunk": 64}
+    params = {k: v for k, v in params.items()
+              if method in ("auto",) or k in {"fp16": (), "bf16": (), "none": (), "int8": ("chunk",),
+                                              "sign": ("chunk",), "topk": ("ratio",), "randomk": ("ratio",),
+                                              "threshold": ("threshold",), "powersgd": ("rank",)}[method]}
+    if method == "auto":
+        params = {"rank": 2}
+    state, hook = plait.torch.hooks.make(method, **params)
+    ddp.register_comm_hook(state, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    losses = []
+    for _ in range(4):
+        x = torch.randn(32, 64, generator=gen)
+        y = torch.randint(0, 10, (32,), generator=gen)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    # Every rank holds the same parameters.
+    others = [torch.empty_like(flat) for _ in range(world)]
+    dist.all_gather(others, flat)
+    assert all(torch.equal(o, flat) for o in others), "ranks differ"
+    torch.save(flat, os.path.join(os.environ["OUT_DIR"], f"{backend}-{method}-rank{rank}.pt"))
+    print(f"rank {rank}: hooks {backend} {method} ok", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

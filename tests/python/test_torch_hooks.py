@@ -1,0 +1,43 @@
+"""plait.torch.hooks: DDP communication hooks with plait's compressors, on the "plait"
+backend and on gloo: every rank ends with the same parameters, and the two backends end with
+the same parameters (exactly where the hook's sums are its own, in rank order; to the
+collective's rounding where the backend's all_reduce sums)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAIT = os.environ.get("PLAIT_BIN", "plait")
+METHODS = ["none", "fp16", "bf16", "int8", "sign", "topk", "threshold", "randomk", "powersgd", "auto"]
+# all_gather'ed wires are summed by the hook in rank order: the same bits on every backend.
+EXACT = {"int8", "sign", "topk", "threshold"}
+
+
+def run(backend, method, out_dir):
+    cmd = [PLAIT, "run", "-n", "3", "--", sys.executable, os.path.join(HERE, "hooks_ranks.py"), backend, method]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OUT_DIR": str(out_dir)})
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert out.count(f"hooks {backend} {method} ok") == 3, out
+    return torch.load(os.path.join(out_dir, f"{backend}-{method}-rank0.pt"))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_hook_gives_the_same_parameters_on_plait_and_gloo(method, tmp_path):
+    on_plait = run("plait", method, tmp_path)
+    on_gloo = run("gloo", method, tmp_path)
+    if method in EXACT:
+        assert torch.equal(on_plait, on_gloo), (on_plait - on_gloo).abs().max()
+    else:
+        assert torch.allclose(on_plait, on_gloo, atol=1e-3), (on_plait - on_gloo).abs().max()
+
+
+def test_bad_hook_arguments_are_refused():
+    import plait.torch_hooks as hooks  # needs no process group to refuse these
+    with pytest.raises(ValueError, match="unknown method"):
+        hooks.HookState.__init__(object.__new__(hooks.HookState), "zip")
