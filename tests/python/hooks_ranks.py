@@ -1,6 +1,7 @@
 """Rank program for test_torch_hooks.py: a few DDP steps of a small model with one of
 plait.torch.hooks' hooks on the given backend; prints the final parameters' digest and
 writes them to OUT_DIR/<backend>-<method>-rank<r>.pt."""
+import datetime
 import os
 import sys
 
@@ -12,7 +13,8 @@ import plait.torch  # noqa: F401  (the "plait" backend, and plait.torch.hooks)
 
 def main():
     backend, method = sys.argv[1], sys.argv[2]
-    dist.init_process_group(backend)
+    # A hook that deadlocks the backend fails in 30 s, not the default 30 minutes.
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=30))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 10))
@@ -20,12 +22,22 @@ def main():
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.005)
     params = {"ratio": 0.1, "threshold": 0.01, "rank": 2, "chunk": 64}
     params = {k: v for k, v in params.items()
-              if method in ("auto",) or k in {"fp16": (), "bf16": (), "none": (), "int8": ("chunk",),
+              if method in ("auto", "torch-powersgd", "torch-fp16") or k in {"fp16": (), "bf16": (), "none": (), "int8": ("chunk",),
                                               "sign": ("chunk",), "topk": ("ratio",), "randomk": ("ratio",),
                                               "threshold": ("threshold",), "powersgd": ("rank",)}[method]}
     if method == "auto":
         params = {"rank": 2}
-    state, hook = plait.torch.hooks.make(method, **params)
+    if method == "torch-powersgd":
+        # torch's own hook waits, inside a future's callback, for an all_reduce it starts there.
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+                                            start_powerSGD_iter=2)
+        hook = powerSGD_hook.powerSGD_hook
+    elif method == "torch-fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        state, hook = None, default_hooks.fp16_compress_hook
+    else:
+        state, hook = plait.torch.hooks.make(method, **params)
     ddp.register_comm_hook(state, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(100 + rank)

@@ -37,6 +37,15 @@ def test_hook_gives_the_same_parameters_on_plait_and_gloo(method, tmp_path):
         assert torch.allclose(on_plait, on_gloo, atol=1e-3), (on_plait - on_gloo).abs().max()
 
 
+@pytest.mark.parametrize("method", ["torch-powersgd", "torch-fp16"])
+def test_torchs_own_hooks_run_on_plait(method, tmp_path):
+    """torch's PowerSGD hook starts an all_reduce inside a future callback and waits for it
+    there: the backend must finish that call while the callback blocks its thread."""
+    on_plait = run("plait", method, tmp_path)
+    on_gloo = run("gloo", method, tmp_path)
+    assert torch.allclose(on_plait, on_gloo, atol=1e-3), (on_plait - on_gloo).abs().max()
+
+
 def test_bad_hook_arguments_are_refused():
     import plait.torch_hooks as hooks  # needs no process group to refuse these
     with pytest.raises(ValueError, match="unknown method"):

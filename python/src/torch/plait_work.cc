@@ -28,10 +28,17 @@ Orphans& orphans() {
 
 }  // namespace
 
-CompletionThread::CompletionThread()
-    : state_(std::make_shared<State>()), thread_([state = state_] { run(state); }) {}
+CompletionThread::CompletionThread() : state_(std::make_shared<State>()) {
+  std::lock_guard lock(state_->mu);
+  start_thread_locked();
+}
 
 CompletionThread::~CompletionThread() { stop(); }
+
+void CompletionThread::start_thread_locked() {
+  ++state_->threads;
+  threads_.emplace_back([state = state_] { run(state); });
+}
 
 void CompletionThread::post(c10::intrusive_ptr<PlaitWork> work) {
   post(std::function<void()>([work = std::move(work)] { work->finish_call(); }));
@@ -42,6 +49,10 @@ void CompletionThread::post(std::function<void()> job) {
     std::lock_guard lock(state_->mu);
     if (!state_->stopping) {
       state_->queue.push_back(std::move(job));
+      // Every thread busy (perhaps blocked in a callback on a call this job finishes): one more.
+      if (state_->busy + static_cast<int>(state_->queue.size()) > state_->threads &&
+          state_->threads < kMaxThreads)
+        start_thread_locked();
       state_->cv.notify_one();
       return;
     }
@@ -50,24 +61,29 @@ void CompletionThread::post(std::function<void()> job) {
 }
 
 void CompletionThread::stop() {
-  // The last reference may go in this very thread (a finished work's callback); the thread
-  // keeps its State, drains the queue and ends on its own.
-  const bool own_thread = thread_.get_id() == std::this_thread::get_id();
+  // The last reference may go in a thread of the pool (a finished work's callback); that
+  // thread keeps its State, finishes its job and ends on its own.
+  const auto me = std::this_thread::get_id();
+  std::vector<std::thread> threads;
   {
     std::lock_guard lock(state_->mu);
     if (state_->stopping) return;
     state_->stopping = true;
-    if (own_thread) {
-      state_->orphaned = true;
+    threads.swap(threads_);
+    for (auto& t : threads) {
+      if (t.get_id() != me) continue;
+      state_->orphan = me;
       std::lock_guard count(orphans().mu);
       ++orphans().running;
     }
   }
-  state_->cv.notify_one();
-  if (own_thread)
-    thread_.detach();
-  else if (thread_.joinable())
-    thread_.join();
+  state_->cv.notify_all();
+  for (auto& t : threads) {
+    if (t.get_id() == me)
+      t.detach();
+    else if (t.joinable())
+      t.join();
+  }
 }
 
 void CompletionThread::wait_for_orphans() {
@@ -87,18 +103,21 @@ void CompletionThread::wait_for_orphans() {
 void CompletionThread::run(const std::shared_ptr<State>& state) {
   std::unique_lock lock(state->mu);
   for (;;) {
-    // Idle until there is a call to finish or stop(), which always notifies: the thread's
+    // Idle until there is a call to finish or stop(), which always notifies: the threads'
     // rest state, which no caller waits on, so it needs no deadline.
     state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
     if (state->queue.empty()) break;
     auto job = std::move(state->queue.front());
     state->queue.pop_front();
+    ++state->busy;
     lock.unlock();
     job();
     job = nullptr;  // may destroy the CompletionThread object, never `state`
     lock.lock();
+    --state->busy;
   }
-  if (!state->orphaned) return;
+  --state->threads;
+  if (state->orphan != std::this_thread::get_id()) return;
   lock.unlock();
   // Its last job is over: nothing left in this thread takes the GIL.
   Orphans& o = orphans();

@@ -42,18 +42,23 @@ namespace plait::torch_backend {
 
 class PlaitWork;
 
+// Finishes calls and runs their futures' callbacks, off plait's engine thread. A pool that
+// grows when every thread of it is busy: a callback may start a call and wait for it right
+// there (torch's PowerSGD hook does, for its second all_reduce), and that call must still be
+// finished by another thread, as it is with gloo's worker threads.
 class CompletionThread {
  public:
   CompletionThread();
   ~CompletionThread();
   // Never blocks; after stop() the work is finished in the caller's thread.
   void post(c10::intrusive_ptr<PlaitWork> work);
-  // Runs `job` in this thread and drops it there (what it holds may be tensors, which must
-  // not go in plait's engine thread); never blocks; after stop(), runs it in the caller's.
+  // Runs `job` in a thread of the pool and drops it there (what it holds may be tensors,
+  // which must not go in plait's engine thread); never blocks; after stop(), runs it in the
+  // caller's.
   void post(std::function<void()> job);
-  // Finishes what is queued and joins. Called by the process group's destructor; called in
-  // this very thread (a future callback released the group), it cannot join: the thread is
-  // left an orphan that finishes the queue on its own.
+  // Finishes what is queued and joins. Called by the process group's destructor; called in a
+  // thread of the pool (a future callback released the group), it cannot join that one: it
+  // is left an orphan that ends on its own.
   void stop();
   // Blocks until every orphaned thread has finished its queue (at most a minute, then says so
   // on stderr). Python's exit calls it, without the GIL, before the interpreter finalizes
@@ -64,20 +69,26 @@ class CompletionThread {
   static void wait_for_orphans();
 
  private:
-  // What the thread works with, owned jointly by this object and the thread: the thread may
+  // More threads than this are never started: callbacks that block this deep are a bug of
+  // theirs (the queue then waits, and the calls' timeouts say so).
+  static constexpr int kMaxThreads = 16;
+  // What the threads work with, owned jointly by this object and the threads: a thread may
   // drop the last PlaitWork, and with it the last reference to this object (a future
-  // callback that released the process group destroyed the group in this thread, which
-  // then detached), and it still locks the mutex and reads the queue afterwards.
+  // callback that released the process group destroyed the group in that thread, which then
+  // detached), and it still locks the mutex and reads the queue afterwards.
   struct State {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<std::function<void()>> queue;
+    int threads = 0;  // started, not ended
+    int busy = 0;     // running a job
     bool stopping = false;
-    bool orphaned = false;  // detached by stop(): counted until the thread ends
+    std::thread::id orphan;  // detached by stop(): counted until it ends
   };
   static void run(const std::shared_ptr<State>& state);
+  void start_thread_locked();
   std::shared_ptr<State> state_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;  // guarded by state_->mu
 };
 
 class PlaitWork : public c10d::Work {
