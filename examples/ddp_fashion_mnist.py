@@ -53,6 +53,13 @@ What the timings mean (all wall-clock, from time.perf_counter, reported by rank 
   samples_per_s  training samples processed by all ranks together per second of training loop:
             (samples in one epoch over all ranks) * epochs / sum(epoch_s).
 
+--hook chooses how gradients move: DDP's own averaging all-reduce (default), one of
+plait.torch.hooks' methods (fp16, bf16, int8, sign, topk, threshold, randomk, powersgd, auto,
+or none: a plain all-reduce through the hook), or torch's own fp16_compress_hook
+(torch-fp16) and powerSGD_hook (torch-powersgd, with error feedback and warm start). The
+plait hooks run on either backend. --powersgd-rank, --ratio and --start-iter set their
+parameters.
+
 The run ends with exactly one line from rank 0:
 
     RESULT test_accuracy=<0..1> epoch_s=<mean> comm_s=<mean> samples_per_s=<all ranks>
@@ -205,6 +212,46 @@ def timed_allreduce_hook(stats, bucket):
     return fut.then(done)
 
 
+HOOKS = ("default", "none", "fp16", "bf16", "int8", "sign", "topk", "threshold", "randomk",
+         "powersgd", "auto", "torch-fp16", "torch-powersgd")
+
+
+def make_hook(args, world):
+    """(state, hook) for --hook: DDP's default all-reduce (timed), one of plait.torch.hooks'
+    (plait's compressors over the group's own collectives, so also on gloo), or torch's own
+    fp16_compress_hook / powerSGD_hook; each timed like the default one."""
+    stats = CommStats(world)
+    if args.hook == "default":
+        return stats, stats, timed_allreduce_hook
+    if args.hook == "torch-fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        inner_state, inner = None, default_hooks.fp16_compress_hook
+    elif args.hook == "torch-powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+        inner_state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=max(2, args.start_iter), use_error_feedback=True, warm_start=True)
+        inner = powerSGD_hook.powerSGD_hook
+    else:
+        import plait.torch_hooks as hooks
+        params = {"rank": args.powersgd_rank} if args.hook in ("powersgd", "auto") else {}
+        if args.hook in ("topk", "randomk"):
+            params["ratio"] = args.ratio
+        inner_state, inner = hooks.make(args.hook, start_iter=args.start_iter, **params)
+
+    def timed(pair, bucket):
+        t0 = time.perf_counter()
+        pair[0].last_launch = t0
+
+        def done(f):
+            pair[0].allreduce_s += time.perf_counter() - t0
+            return f.value()
+
+        return inner(pair[1], bucket).then(done)
+
+    return stats, (stats, inner_state), timed
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -225,6 +272,15 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0, help="seed for init and shuffling (default: 0)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads per rank (default: 1)")
+    p.add_argument("--hook", choices=HOOKS, default="default",
+                   help="gradient communication: DDP's all-reduce (default), a plait.torch.hooks "
+                        "method (none = plain all-reduce through the hook), or torch's own "
+                        "fp16 / PowerSGD hooks")
+    p.add_argument("--powersgd-rank", type=int, default=4, help="PowerSGD rank (default: 4)")
+    p.add_argument("--ratio", type=float, default=0.01, help="topk / randomk share (default: 0.01)")
+    p.add_argument("--start-iter", type=int, default=0,
+                   help="steps that all-reduce uncompressed before the hook compresses (default: 0; "
+                        "torch's PowerSGD needs at least 2)")
     p.add_argument("--timeout", type=float, default=300,
                    help="process group timeout in seconds (default: 300)")
     args = p.parse_args(argv)
@@ -243,7 +299,7 @@ def run(args):
         if var not in os.environ:
             raise SetupError(f"{var} is not set: start this script with `plait run -n N` or "
                              f"torchrun (it uses init_method env://)")
-    if args.backend == "plait":
+    if args.backend == "plait" or args.hook not in ("default", "torch-fp16", "torch-powersgd"):
         import_plait_torch()
     elif not dist.is_gloo_available():
         raise SetupError("this PyTorch build has no gloo backend")
@@ -274,8 +330,8 @@ def train(args, rank, world):
 
     model = MLP(*args.hidden, fc_as_conv=args.fc == "conv")
     ddp = DDP(model)
-    stats = CommStats(world)
-    ddp.register_comm_hook(stats, timed_allreduce_hook)
+    stats, hook_state, hook = make_hook(args, world)
+    ddp.register_comm_hook(hook_state, hook)
     sampler = DistributedSampler(range(len(train_x)), num_replicas=world, rank=rank,
                                  shuffle=True, seed=args.seed, drop_last=False)
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
@@ -286,7 +342,7 @@ def train(args, rank, world):
         opt, lambda step: 0.5 * (1.0 + np.cos(np.pi * min(step, total_steps) / total_steps)))
     samples_per_epoch = len(sampler) * world  # every rank processes len(sampler) samples
     n_params = sum(p.numel() for p in model.parameters())
-    log0(rank, f"backend={args.backend} world_size={world} params={n_params} "
+    log0(rank, f"backend={args.backend} hook={args.hook} world_size={world} params={n_params} "
                f"fc={args.fc} batch={args.batch_size}/rank lr={args.lr} epochs={args.epochs} "
                f"seed={args.seed} data_load_s={time.perf_counter() - t_start:.2f}")
 
