@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config libssl-dev libgtest-dev libgmock-dev googletest
       iproute2 procps python3 python3-dev python3-numpy python3-pytest pybind11-dev
-      python3-torch libtorch-dev dataset-fashion-mnist)
+      python3-torch libtorch-dev python3-matplotlib dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

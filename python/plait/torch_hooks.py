@@ -49,8 +49,10 @@ def _log_info():
 
 
 class HookState:
-    """What a hook keeps between calls: the method, the group, and per bucket the
-    error-feedback state (and PowerSGD's Q)."""
+    """What a hook keeps between calls: the method, the group, per bucket the error-feedback
+    state (and PowerSGD's Q), and `stats`: calls, values, sent_bytes (what this rank handed to
+    the collectives), comm_s (seconds in them) and hook_s (seconds in the hook; the rest of
+    it is compressing and decompressing)."""
 
     def __init__(self, method, process_group=None, start_iter=0, candidates=None, **params):
         if method not in METHODS:
@@ -69,6 +71,9 @@ class HookState:
         self._states = {}
         self._psgd = {}
         self._choice = {}
+        # Per hook call summed: values in, bytes this rank handed to the collectives, seconds
+        # in the collectives, and seconds in the whole hook (compressing is the difference).
+        self.stats = {"calls": 0, "values": 0, "sent_bytes": 0, "comm_s": 0.0, "hook_s": 0.0}
         if method == "powersgd" and self.params.get("rank", 4) < 1:
             raise ValueError(f"powersgd needs rank >= 1, not {self.params['rank']}")
         if method not in ("none", "auto", "powersgd"):
@@ -86,8 +91,22 @@ class HookState:
         return self._states[key]
 
 
-def _allreduce_mean(state, tensor):
+def _all_reduce(state, tensor):
+    start = time.perf_counter()
     dist.all_reduce(tensor, group=state.group)
+    state.stats["comm_s"] += time.perf_counter() - start
+    state.stats["sent_bytes"] += tensor.numel() * tensor.element_size()
+
+
+def _all_gather(state, outputs, tensor):
+    start = time.perf_counter()
+    dist.all_gather(outputs, tensor, group=state.group)
+    state.stats["comm_s"] += time.perf_counter() - start
+    state.stats["sent_bytes"] += tensor.numel() * tensor.element_size()
+
+
+def _allreduce_mean(state, tensor):
+    _all_reduce(state, tensor)
     tensor.div_(state.world)
 
 
@@ -97,7 +116,7 @@ def _cast(state, method, x, key):
     c = state._compressor(method)
     wire = c.compress(x, state._state(key))
     summed = torch.from_numpy(wire).view(torch.float16 if method == "fp16" else torch.bfloat16)
-    dist.all_reduce(summed, group=state.group)
+    _all_reduce(state, summed)
     c.decompress(wire, x)
 
 
@@ -105,7 +124,7 @@ def _random_k(state, x, key):
     c = state._compressor("randomk")
     wire = c.compress(x, state._state(key))
     values = torch.from_numpy(wire[8:]).view(torch.float32)  # after the 8-byte seed
-    dist.all_reduce(values, group=state.group)
+    _all_reduce(state, values)
     c.decompress(wire, x)
 
 
@@ -115,7 +134,7 @@ def _gathered(state, method, x, key):
     if method == "threshold":
         size = torch.tensor([wire.numel()], dtype=torch.int64)
         sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(state.world)]
-        dist.all_gather(sizes, size, group=state.group)
+        _all_gather(state, sizes, size)
         sizes = [int(s.item()) for s in sizes]
         padded = torch.zeros(max(sizes), dtype=torch.uint8)
         padded[:wire.numel()] = wire
@@ -123,7 +142,7 @@ def _gathered(state, method, x, key):
     else:
         sizes = [wire.numel()] * state.world
     wires = [torch.empty_like(wire) for _ in range(state.world)]
-    dist.all_gather(wires, wire, group=state.group)
+    _all_gather(state, wires, wire)
     x[:] = 0.0
     for w, n in zip(wires, sizes):
         c.decompress(w.numpy()[:n], x, accumulate=True)
@@ -140,10 +159,10 @@ def _power_sgd(state, x, key):
     m += x  # error feedback: the values plus what earlier steps did not carry
     p = np.empty(steps.rank * steps.rows, np.float32)
     steps.mq(m, q, p)
-    dist.all_reduce(torch.from_numpy(p), group=state.group)
+    _all_reduce(state, torch.from_numpy(p))
     steps.orthonormalize(p)
     steps.mtp(m, p, q)  # q is updated in place: the next step's warm start
-    dist.all_reduce(torch.from_numpy(q), group=state.group)
+    _all_reduce(state, torch.from_numpy(q))
     q /= np.float32(state.world)
     steps.reconstruct(p, q, x)
     m -= x
@@ -266,7 +285,11 @@ def _hook(state, bucket):
         method = _choose(state, buf.numel())
     if state.iteration < state.start_iter:
         method = "none"
+    start = time.perf_counter()
     _run(state, method, buf.numpy(), key)
+    state.stats["hook_s"] += time.perf_counter() - start
+    state.stats["calls"] += 1
+    state.stats["values"] += buf.numel()
     if bucket.is_last():
         state.iteration += 1
     fut = torch.futures.Future()
