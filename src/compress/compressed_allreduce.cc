@@ -64,32 +64,27 @@ void int8_path(Communicator& comm, float* data, size_t count, const Compressor& 
     src = resid;
   }
   std::vector<float> scales(chunks);
-  for (size_t k = 0; k < chunks; ++k) {
-    const size_t first = k * p.chunk;
-    scales[k] = kernels::max_abs(src + first, std::min(p.chunk, count - first));
-  }
+  detail::for_each_chunk(count, p.chunk, [&](size_t c, size_t first, size_t len) {
+    scales[c] = kernels::max_abs(src + first, len);
+  });
   ph.compressed();
   wait(comm.allreduce(scales.data(), scales.data(), chunks, DataType::kF32, ReduceOp::kMax));
   ph.communicated();
   const int levels = std::max(1, std::min(p.levels, 127 / comm.size()));
   std::vector<int8_t> q(count);
   const uint64_t noise = detail::call_noise(p, state);
-  for (size_t k = 0; k < chunks; ++k) {
-    const size_t first = k * p.chunk;
-    kernels::quantize_int8(src + first, q.data() + first, resid ? resid + first : nullptr,
-                           std::min(p.chunk, count - first), scales[k], levels,
-                           kernels::mix64(noise ^ (static_cast<uint64_t>(comm.rank()) << 40) ^ k));
-  }
+  detail::for_each_chunk(count, p.chunk, [&](size_t c, size_t first, size_t len) {
+    kernels::quantize_int8(src + first, q.data() + first, resid ? resid + first : nullptr, len, scales[c],
+                           levels, kernels::mix64(noise ^ (static_cast<uint64_t>(comm.rank()) << 40) ^ c));
+  });
   if (state) state->calls += 1;
   st->wire_bytes = chunks * 4 + count;
   ph.compressed();
   wait(comm.allreduce(q.data(), q.data(), count, DataType::kI8, ReduceOp::kSum));
   ph.communicated();
-  for (size_t k = 0; k < chunks; ++k) {
-    const size_t first = k * p.chunk;
-    kernels::dequantize_int8(q.data() + first, data + first, std::min(p.chunk, count - first),
-                             scales[k] / static_cast<float>(levels), false);
-  }
+  detail::for_each_chunk(count, p.chunk, [&](size_t c, size_t first, size_t len) {
+    kernels::dequantize_int8(q.data() + first, data + first, len, scales[c] / static_cast<float>(levels), false);
+  });
   st->path = "allreduce i8 (" + std::to_string(levels) + " levels)";
 }
 

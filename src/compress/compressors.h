@@ -2,8 +2,10 @@
 // method takes the same way.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -43,12 +45,33 @@ size_t k_of(Method method, const Params& params, size_t count);
 // Index-carrying wires address values with 32 bits.
 void check_indexable(Method method, size_t count);
 
+// The chunked layouts (int8, sign): every `chunk` values share an f32 scale, and the wire
+// holds the chunks' scales first. f(c, first, len) for every chunk c.
+template <typename F>
+void for_each_chunk(size_t count, size_t chunk, F&& f) {
+  for (size_t c = 0, first = 0; first < count; ++c, first += chunk) f(c, first, std::min(chunk, count - first));
+}
+inline float scale_at(const std::byte* wire, size_t c) {
+  float s;
+  std::memcpy(&s, wire + 4 * c, 4);
+  return s;
+}
+inline void set_scale(std::byte* wire, size_t c, float s) { std::memcpy(wire + 4 * c, &s, 4); }
+
 // A sparse wire's entry: the value's index and the value.
 struct SparseEntry {
   uint32_t index;
   float value;
 };
 static_assert(sizeof(SparseEntry) == 8);
+// Appends (index, value) as entry *n of a sparse wire; with feedback the value is sent, so
+// its residual is 0.
+inline void put_entry(std::byte* wire, size_t* n, uint32_t index, float value, float* resid) {
+  const SparseEntry e{index, value};
+  std::memcpy(wire + *n * sizeof e, &e, sizeof e);
+  *n += 1;
+  if (resid) resid[index] = 0.0f;
+}
 // Writes or adds the entries of a sparse wire into out[0..count).
 void scatter_entries(Method method, const std::byte* wire, size_t bytes, float* out, size_t count,
                      bool accumulate);

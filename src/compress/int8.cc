@@ -1,8 +1,6 @@
 // int8, QSGD-style: the values in chunks of `chunk`, each with a scale (its largest |x|) and
 // every value stochastically rounded to one of `levels` steps per sign, so that the rounding
 // is unbiased: E[q * scale / levels] = x. Wire: the chunks' f32 scales, then one int8 a value.
-#include <cstring>
-
 #include "compress/compressors.h"
 #include "compress/kernels.h"
 
@@ -18,19 +16,17 @@ class Int8Compressor final : public Compressor {
 
   size_t compress(const float* in, size_t count, std::byte* wire, State* state) const override {
     float* resid = feedback(count, state, method());
-    const size_t n = chunks(count), chunk = params().chunk;
-    auto* q = reinterpret_cast<int8_t*>(wire + n * 4);
+    auto* q = reinterpret_cast<int8_t*>(wire + chunks(count) * 4);
     const uint64_t noise = call_noise(params(), state);
-    for (size_t c = 0; c < n; ++c) {
-      const size_t first = c * chunk, len = std::min(chunk, count - first);
+    for_each_chunk(count, params().chunk, [&](size_t c, size_t first, size_t len) {
       // With feedback the chunk is corrected in place, and quantised while it is in cache.
       const float* src = resid ? resid + first : in + first;
       const float scale = resid ? kernels::add_max_abs(resid + first, in + first, len)
                                 : kernels::max_abs(in + first, len);
-      std::memcpy(wire + c * 4, &scale, 4);
+      set_scale(wire, c, scale);
       kernels::quantize_int8(src, q + first, resid ? resid + first : nullptr, len, scale,
                              params().levels, kernels::mix64(noise + c));
-    }
+    });
     if (state) state->calls += 1;
     return max_wire_bytes(count);
   }
@@ -38,15 +34,11 @@ class Int8Compressor final : public Compressor {
   void decompress(const std::byte* wire, size_t bytes, float* out, size_t count,
                   bool accumulate) const override {
     check_wire(method(), bytes, max_wire_bytes(count), count);
-    const size_t n = chunks(count), chunk = params().chunk;
-    const auto* q = reinterpret_cast<const int8_t*>(wire + n * 4);
-    for (size_t c = 0; c < n; ++c) {
-      const size_t first = c * chunk, len = std::min(chunk, count - first);
-      float scale;
-      std::memcpy(&scale, wire + c * 4, 4);
-      kernels::dequantize_int8(q + first, out + first, len, scale / static_cast<float>(params().levels),
-                               accumulate);
-    }
+    const auto* q = reinterpret_cast<const int8_t*>(wire + chunks(count) * 4);
+    for_each_chunk(count, params().chunk, [&](size_t c, size_t first, size_t len) {
+      kernels::dequantize_int8(q + first, out + first, len,
+                               scale_at(wire, c) / static_cast<float>(params().levels), accumulate);
+    });
   }
 };
 

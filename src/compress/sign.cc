@@ -1,8 +1,6 @@
 // 1-bit sign, EF-signSGD-style: the values in chunks of `chunk`, each sent as its mean |x|
 // and one sign bit a value; error feedback carries what the signs lose. Wire: the chunks' f32
 // scales, then each chunk's bits from a byte boundary (ceil(len / 8) bytes a chunk).
-#include <cstring>
-
 #include "compress/compressors.h"
 #include "compress/kernels.h"
 
@@ -22,17 +20,16 @@ class SignCompressor final : public Compressor {
 
   size_t compress(const float* in, size_t count, std::byte* wire, State* state) const override {
     float* resid = feedback(count, state, method());
-    const size_t n = chunks(count), chunk = params().chunk;
-    auto* bits = reinterpret_cast<uint8_t*>(wire + n * 4);
-    for (size_t c = 0; c < n; ++c) {
-      const size_t first = c * chunk, len = std::min(chunk, count - first);
+    const size_t row = (params().chunk + 7) / 8;  // a chunk's bytes of bits
+    auto* bits = reinterpret_cast<uint8_t*>(wire + chunks(count) * 4);
+    for_each_chunk(count, params().chunk, [&](size_t c, size_t first, size_t len) {
       const float* src = resid ? resid + first : in + first;
       const float sum = resid ? kernels::add_sum_abs(resid + first, in + first, len)
                               : kernels::sum_abs(in + first, len);
       const float scale = sum / static_cast<float>(len);
-      std::memcpy(wire + c * 4, &scale, 4);
-      kernels::encode_sign(src, bits + c * ((chunk + 7) / 8), resid ? resid + first : nullptr, len, scale);
-    }
+      set_scale(wire, c, scale);
+      kernels::encode_sign(src, bits + c * row, resid ? resid + first : nullptr, len, scale);
+    });
     if (state) state->calls += 1;
     return max_wire_bytes(count);
   }
@@ -40,14 +37,11 @@ class SignCompressor final : public Compressor {
   void decompress(const std::byte* wire, size_t bytes, float* out, size_t count,
                   bool accumulate) const override {
     check_wire(method(), bytes, max_wire_bytes(count), count);
-    const size_t n = chunks(count), chunk = params().chunk;
-    const auto* bits = reinterpret_cast<const uint8_t*>(wire + n * 4);
-    for (size_t c = 0; c < n; ++c) {
-      const size_t first = c * chunk, len = std::min(chunk, count - first);
-      float scale;
-      std::memcpy(&scale, wire + c * 4, 4);
-      kernels::decode_sign(bits + c * ((chunk + 7) / 8), out + first, len, scale, accumulate);
-    }
+    const size_t row = (params().chunk + 7) / 8;
+    const auto* bits = reinterpret_cast<const uint8_t*>(wire + chunks(count) * 4);
+    for_each_chunk(count, params().chunk, [&](size_t c, size_t first, size_t len) {
+      kernels::decode_sign(bits + c * row, out + first, len, scale_at(wire, c), accumulate);
+    });
   }
 };
 

@@ -22,12 +22,7 @@ class ThresholdCompressor final : public Compressor {
     const float t = params().threshold;
     size_t out = 0;
     for (size_t i = 0; i < count; ++i) {
-      if (std::fabs(src[i]) >= t) {
-        const SparseEntry e{static_cast<uint32_t>(i), src[i]};
-        std::memcpy(wire + out * sizeof e, &e, sizeof e);
-        ++out;
-        if (resid) resid[i] = 0.0f;
-      }
+      if (std::fabs(src[i]) >= t) put_entry(wire, &out, static_cast<uint32_t>(i), src[i], resid);
     }
     if (state) state->calls += 1;
     return out * sizeof(SparseEntry);

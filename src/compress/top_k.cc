@@ -96,10 +96,7 @@ class TopKCompressor final : public Compressor {
       const float a = std::fabs(src[i]);
       if (a > c.kth || (a == c.kth && ties > 0)) {
         if (!(a > c.kth)) --ties;
-        const SparseEntry e{i, src[i]};
-        std::memcpy(wire + out * sizeof e, &e, sizeof e);
-        ++out;
-        if (resid) resid[i] = 0.0f;
+        put_entry(wire, &out, i, src[i], resid);
       }
     }
     if (state) state->calls += 1;
