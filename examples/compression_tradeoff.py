@@ -138,7 +138,12 @@ def worker(args):
     test_xs, test_ys = prepare(test_x[lo:hi]), test_y[lo:hi]
     model = MLP(*MODELS[args.model], fc_as_conv=torch.backends.mkldnn.is_available())
     n_params = sum(p.numel() for p in model.parameters())
-    ddp = DDP(model)
+    # Every configuration with all gradients in one bucket: torch's PowerSGD hook starts its
+    # second all_reduce from a future's callback, and with several buckets the ranks may
+    # start collectives in different orders (gloo aborts, "op.preamble.length <= op.nbytes",
+    # or hangs). The wide model's 23 MB would be 2 buckets by default.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+    ddp = DDP(model, bucket_cap_mb=1024)
     state, hook, plait_stats = make_hook(args, method, world)
     if hook is not None:
         ddp.register_comm_hook(state, hook)

@@ -18,8 +18,15 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU(), torch.nn.Linear(48, 10))
-    # Small buckets: several per step, each with its own state.
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.005)
+    if method.startswith("torch-"):
+        # One bucket: torch's PowerSGD hook starts its second all_reduce from a future's
+        # callback, so with several buckets the ranks may start their collectives in
+        # different orders (gloo then aborts or hangs).
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024)
+    else:
+        # Small buckets: several per step, each with its own state.
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.005)
     params = {"ratio": 0.1, "threshold": 0.01, "rank": 2, "chunk": 64}
     params = {k: v for k, v in params.items()
               if method in ("auto", "torch-powersgd", "torch-fp16") or k in {"fp16": (), "bf16": (), "none": (), "int8": ("chunk",),
