@@ -15,7 +15,8 @@ bucket keeps its own error-feedback state (and PowerSGD's Q, warm-started).
 How each method moves over the group: fp16 and bf16 as one all_reduce of the 16-bit values
 (bf16 as an all_gather on gloo, which cannot sum bfloat16);
 randomk as one all_reduce of the k values (every rank draws the same indices); powersgd as
-all_reduce of P, then of Q; int8, sign, topk and threshold as all_gather of the wires (padded
+torch's hook lays it out (each weight matrix in its own shape, biases uncompressed in one
+all_reduce, every matrix's P in one all_reduce and every Q in another); int8, sign, topk and threshold as all_gather of the wires (padded
 to the longest for threshold), each decompressed and added in rank order. The result is the
 mean, as DDP expects.
 
@@ -148,32 +149,76 @@ def _gathered(state, method, x, key):
         c.decompress(w.numpy()[:n], x, accumulate=True)
 
 
-def _power_sgd(state, x, key):
-    if key not in state._psgd:
-        steps = _PowerSgdSteps(x.size, state.params.get("rank", 4), state.params.get("rows", 0))
-        q = np.empty(steps.rank * steps.cols, np.float32)
-        # The same start on every rank: the seed is the parameters', not the rank's.
-        steps.initial_q(q, state.params.get("seed", 0x706c616974) + key)
-        state._psgd[key] = (steps, q, np.zeros_like(x))
-    steps, q, m = state._psgd[key]
+class _PowerSgdBucket:
+    """PowerSGD's plan for one bucket, as torch's hook lays it out: every gradient of two or
+    more dimensions is its own matrix (rows = its first dimension), the others (biases) go
+    uncompressed; the matrices' P factors travel in one all_reduce and their Q factors in
+    another. Keeps the bucket's error feedback and every matrix's Q (warm start)."""
+
+    def __init__(self, state, shapes, key):
+        rank = state.params.get("rank", 4)
+        seed = state.params.get("seed", 0x706c616974) + 1000003 * key
+        self.matrices, self.vectors = [], []
+        offset = p_size = q_size = 0
+        for i, shape in enumerate(shapes):
+            n = int(np.prod(shape)) if len(shape) else 1
+            if len(shape) >= 2 and n > 0:
+                steps = _PowerSgdSteps(n, rank, int(shape[0]))
+                self.matrices.append((offset, n, steps, p_size, q_size))
+                p_size += steps.rank * steps.rows
+                q_size += steps.rank * steps.cols
+            else:
+                self.vectors.append((offset, n))
+            offset += n
+        self.p = np.empty(p_size, np.float32)
+        self.q = np.empty(q_size, np.float32)
+        for i, (_, _, steps, _, qo) in enumerate(self.matrices):
+            # The same start on every rank: the seed is the parameters', not the rank's.
+            steps.initial_q(self.q[qo:qo + steps.rank * steps.cols], seed + i)
+        self.residual = np.zeros(offset, np.float32)
+
+
+def _power_sgd(state, x, key, shapes):
+    plan = state._psgd.get(key)
+    if plan is None:
+        plan = state._psgd[key] = _PowerSgdBucket(state, shapes, key)
+    m = plan.residual
     m += x  # error feedback: the values plus what earlier steps did not carry
-    p = np.empty(steps.rank * steps.rows, np.float32)
-    steps.mq(m, q, p)
-    _all_reduce(state, torch.from_numpy(p))
-    steps.orthonormalize(p)
-    steps.mtp(m, p, q)  # q is updated in place: the next step's warm start
-    _all_reduce(state, torch.from_numpy(q))
-    q /= np.float32(state.world)
-    steps.reconstruct(p, q, x)
-    m -= x
+    if plan.vectors:
+        flat = np.concatenate([x[o:o + n] for o, n in plan.vectors])
+        _all_reduce(state, torch.from_numpy(flat))
+        at = 0
+        for o, n in plan.vectors:
+            x[o:o + n] = flat[at:at + n] / np.float32(state.world)
+            m[o:o + n] = 0.0  # sent whole
+            at += n
+    if not plan.matrices:
+        return
+    views = [(m[o:o + n], x[o:o + n], steps, plan.p[po:po + steps.rank * steps.rows],
+              plan.q[qo:qo + steps.rank * steps.cols]) for o, n, steps, po, qo in plan.matrices]
+    for mm, _, steps, p, q in views:
+        steps.mq(mm, q, p)
+    _all_reduce(state, torch.from_numpy(plan.p))
+    for mm, _, steps, p, q in views:
+        steps.orthonormalize(p)
+        steps.mtp(mm, p, q)  # q is updated in place: the next step's warm start
+    _all_reduce(state, torch.from_numpy(plan.q))
+    plan.q /= np.float32(state.world)
+    for mm, xx, steps, p, q in views:
+        steps.reconstruct(p, q, xx)
+        mm -= xx
 
 
 _PATHS = {"fp16": lambda s, x, k: _cast(s, "fp16", x, k), "bf16": lambda s, x, k: _cast(s, "bf16", x, k),
-          "randomk": _random_k, "powersgd": _power_sgd}
+          "randomk": _random_k}
 
 
-def _run(state, method, x, key):
-    """x (a float32 NumPy view of the bucket) becomes the group's mean, moved by `method`."""
+def _run(state, method, x, key, shapes):
+    """x (a float32 NumPy view of the bucket) becomes the group's mean, moved by `method`;
+    `shapes`: the bucket's gradients' shapes, in order."""
+    if method == "powersgd":
+        _power_sgd(state, x, key, shapes)  # its Q was averaged already
+        return
     if method == "none":
         t = torch.from_numpy(x)
         _allreduce_mean(state, t)
@@ -183,8 +228,7 @@ def _run(state, method, x, key):
         path(state, x, key)
     else:
         _gathered(state, method, x, key)
-    if method != "powersgd":  # powersgd's Q was averaged already
-        x /= np.float32(state.world)
+    x /= np.float32(state.world)
 
 
 def _predict(model, method, n, world):
@@ -286,7 +330,7 @@ def _hook(state, bucket):
     if state.iteration < state.start_iter:
         method = "none"
     start = time.perf_counter()
-    _run(state, method, buf.numpy(), key)
+    _run(state, method, buf.numpy(), key, [tuple(g.shape) for g in bucket.gradients()])
     state.stats["hook_s"] += time.perf_counter() - start
     state.stats["calls"] += 1
     state.stats["values"] += buf.numel()
