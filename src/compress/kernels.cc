@@ -31,13 +31,22 @@ PLAIT_COMPRESS_CLONES void quantize(const float* src, int8_t* q, float* resid, s
                                     float inv, float step, int levels, uint64_t noise) {
   const auto lo = static_cast<uint32_t>(noise), hi = static_cast<uint32_t>(noise >> 32);
   const float top = static_cast<float>(levels);
-  for (size_t i = 0; i < n; ++i) {
-    const float x = src[i];
-    const float a = std::min(std::fabs(x) * inv + uniform01(static_cast<uint32_t>(i), lo, hi), top);
-    const float level = static_cast<float>(static_cast<int>(a));  // a >= 0: truncation floors
-    const float v = x < 0.0f ? -level : level;
-    q[i] = static_cast<int8_t>(v);
-    if constexpr (kResid) resid[i] = x - v * step;
+  // A 32-bit counter for the hash's index (the same index mod 2^32 as before): a 64-bit one
+  // makes the vectoriser carry and narrow 64-bit lanes, about a third of the loop's work.
+  constexpr size_t kBlock = size_t{1} << 30;
+  for (size_t base = 0; base < n; base += kBlock) {
+    const auto m = static_cast<uint32_t>(std::min(n - base, kBlock));
+    const auto first = static_cast<uint32_t>(base);
+    const float* s = src + base;
+    int8_t* out = q + base;
+    for (uint32_t j = 0; j < m; ++j) {
+      const float x = s[j];
+      const float a = std::min(std::fabs(x) * inv + uniform01(first + j, lo, hi), top);
+      const float level = static_cast<float>(static_cast<int>(a));  // a >= 0: truncation floors
+      const float v = x < 0.0f ? -level : level;
+      out[j] = static_cast<int8_t>(v);
+      if constexpr (kResid) resid[base + j] = x - v * step;
+    }
   }
 }
 
