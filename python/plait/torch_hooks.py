@@ -22,10 +22,11 @@ mean, as DDP expects.
 
 "auto" measures, when made (a collective call on every rank), the group's latency and
 bandwidth with timed all_reduces and each candidate's compress + decompress speed, then per
-bucket size picks the method with the least predicted time: t = a * messages + wire bytes *
-2(w-1)/w / B + values / (compress speed). Uncompressed is a candidate, so on a fast link it
-allreduces plainly. The choice is printed once per bucket size when PLAIT_LOG is info or
-debug; `candidates=` overrides the set.
+bucket layout (its gradients' shapes) picks the method with the least predicted time: t = a *
+messages + wire bytes * 2(w-1)/w / B + values / (compress speed), PowerSGD's wire counted per
+matrix as it moves. Uncompressed is a candidate, so on a fast link it allreduces plainly.
+The choice is printed once per bucket layout when PLAIT_LOG is info or debug; `candidates=`
+overrides the set.
 """
 
 import os
@@ -182,22 +183,20 @@ def _power_sgd(state, x, key, shapes):
     plan = state._psgd.get(key)
     if plan is None:
         plan = state._psgd[key] = _PowerSgdBucket(state, shapes, key)
-    m = plan.residual
-    m += x  # error feedback: the values plus what earlier steps did not carry
+    m = plan.residual  # the biases' part stays zero: they are sent whole
     if plan.vectors:
         flat = np.concatenate([x[o:o + n] for o, n in plan.vectors])
         _all_reduce(state, torch.from_numpy(flat))
         at = 0
         for o, n in plan.vectors:
             x[o:o + n] = flat[at:at + n] / np.float32(state.world)
-            m[o:o + n] = 0.0  # sent whole
             at += n
     if not plan.matrices:
         return
     views = [(m[o:o + n], x[o:o + n], steps, plan.p[po:po + steps.rank * steps.rows],
               plan.q[qo:qo + steps.rank * steps.cols]) for o, n, steps, po, qo in plan.matrices]
-    for mm, _, steps, p, q in views:
-        steps.mq(mm, q, p)
+    for mm, xx, steps, p, q in views:
+        steps.mq(mm, q, p, add=xx)  # error feedback (mm += xx) in the same pass
     _all_reduce(state, torch.from_numpy(plan.p))
     for mm, _, steps, p, q in views:
         steps.orthonormalize(p)
@@ -205,8 +204,7 @@ def _power_sgd(state, x, key, shapes):
     _all_reduce(state, torch.from_numpy(plan.q))
     plan.q /= np.float32(state.world)
     for mm, xx, steps, p, q in views:
-        steps.reconstruct(p, q, xx)
-        mm -= xx
+        steps.reconstruct(p, q, xx, residual=mm)  # xx = P Q^T, and mm keeps what it left out
 
 
 _PATHS = {"fp16": lambda s, x, k: _cast(s, "fp16", x, k), "bf16": lambda s, x, k: _cast(s, "bf16", x, k),
@@ -231,16 +229,32 @@ def _run(state, method, x, key, shapes):
     x /= np.float32(state.world)
 
 
-def _predict(model, method, n, world):
-    """Seconds for one bucket of n float32 values by `method`, from the measured model."""
+def _power_sgd_wire(shapes, rank):
+    """(all_reduces, bytes each rank hands them) of one PowerSGD step over a bucket of these
+    gradient shapes, laid out as _PowerSgdBucket does: a P and a Q per matrix, biases whole."""
+    matrices = vectors = 0
+    wire = 0
+    for shape in shapes:
+        n = int(np.prod(shape)) if len(shape) else 1
+        if len(shape) >= 2 and n > 0:
+            steps = _PowerSgdSteps(n, rank, int(shape[0]))
+            wire += 4 * steps.rank * (steps.rows + steps.cols)
+            matrices += 1
+        else:
+            vectors += n
+    return (2 if matrices else 0) + (1 if vectors else 0), wire + 4 * vectors
+
+
+def _predict(model, method, n, world, shapes):
+    """Seconds for one bucket of n float32 values (gradients of `shapes`) by `method`, from
+    the measured model."""
     alpha, beta, speed = model["alpha"], model["beta"], model["speed"]
     share = 2.0 * (world - 1) / world
     if method == "none":
         return alpha + share * 4 * n / beta
     if method == "powersgd":
-        steps = _PowerSgdSteps(n, model["rank"], 0)
-        wire = 4 * steps.rank * (steps.rows + steps.cols)
-        return 2 * alpha + share * wire / beta + n / speed[method]
+        messages, wire = _power_sgd_wire(shapes, model["rank"])
+        return messages * alpha + share * wire / beta + n / speed[method]
     if method in ("fp16", "bf16"):
         return alpha + share * 2 * n / beta + n / speed[method]
     ratio = model["ratio"][method]  # wire bytes per value
@@ -305,18 +319,19 @@ def _measure(state, candidates):
             "rank": state.params.get("rank", 4)}
 
 
-def _choose(state, n):
-    if n not in state._choice:
+def _choose(state, n, shapes):
+    key = (n, tuple(shapes))
+    if key not in state._choice:
         model = state._model
-        predicted = {m: _predict(model, m, n, state.world) for m in model["candidates"]}
+        predicted = {m: _predict(model, m, n, state.world, shapes) for m in model["candidates"]}
         best = min(predicted, key=predicted.get)
-        state._choice[n] = best
+        state._choice[key] = best
         if _log_info() and state.rank == 0:
             costs = ", ".join(f"{m} {1e3 * t:.2f} ms" for m, t in predicted.items())
             print(f"plait[rank 0] info: hooks auto: {best} for a bucket of {n} values "
                   f"(predicted: {costs}; alpha {1e6 * model['alpha']:.0f} us, "
                   f"bandwidth {model['beta'] / 1e9:.2f} GB/s)", file=sys.stderr, flush=True)
-    return state._choice[n]
+    return state._choice[key]
 
 
 def _hook(state, bucket):
@@ -324,13 +339,14 @@ def _hook(state, bucket):
     if buf.dtype != torch.float32:
         raise TypeError(f"plait hooks compress float32 gradients, not {buf.dtype}")
     key = bucket.index()
+    shapes = [tuple(g.shape) for g in bucket.gradients()]
     method = state.method
     if method == "auto":
-        method = _choose(state, buf.numel())
+        method = _choose(state, buf.numel(), shapes)
     if state.iteration < state.start_iter:
         method = "none"
     start = time.perf_counter()
-    _run(state, method, buf.numpy(), key, [tuple(g.shape) for g in bucket.gradients()])
+    _run(state, method, buf.numpy(), key, shapes)
     state.stats["hook_s"] += time.perf_counter() - start
     state.stats["calls"] += 1
     state.stats["values"] += buf.numel()

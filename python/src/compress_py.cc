@@ -99,12 +99,20 @@ class PyPowerSgdSteps {
     auto q = sized(qt, shape_.q_values(), true, "q");
     compress::detail::power_sgd_initial_q(static_cast<float*>(q->data()), shape_, seed);
   }
-  void mq(py::handle m, py::handle qt, py::handle pt) const {
-    auto mm = sized(m, count_, false, "m"), q = sized(qt, shape_.q_values(), false, "q"),
+  // p = (M Q)^T; with `add`, first m += add (error feedback) in the same pass over m.
+  void mq(py::handle m, py::handle qt, py::handle pt, py::object add) const {
+    const bool adding = !add.is_none();
+    auto mm = sized(m, count_, adding, "m"), q = sized(qt, shape_.q_values(), false, "q"),
          p = sized(pt, shape_.p_values(), true, "p");
+    auto x = adding ? sized(add, count_, false, "add") : nullptr;
     py::gil_scoped_release nogil;
-    compress::detail::power_sgd_mq(static_cast<const float*>(mm->data()), count_, shape_,
-                                   static_cast<const float*>(q->data()), static_cast<float*>(p->data()));
+    if (adding)
+      compress::detail::power_sgd_add_mq(static_cast<float*>(mm->data()), static_cast<const float*>(x->data()),
+                                         count_, shape_, static_cast<const float*>(q->data()),
+                                         static_cast<float*>(p->data()));
+    else
+      compress::detail::power_sgd_mq(static_cast<const float*>(mm->data()), count_, shape_,
+                                     static_cast<const float*>(q->data()), static_cast<float*>(p->data()));
   }
   void orthonormalize(py::handle pt) const {
     auto p = sized(pt, shape_.p_values(), true, "p");
@@ -118,10 +126,20 @@ class PyPowerSgdSteps {
     compress::detail::power_sgd_mtp(static_cast<const float*>(mm->data()), count_, shape_,
                                     static_cast<const float*>(p->data()), static_cast<float*>(q->data()));
   }
-  // out = P Q^T, or out -= P Q^T with subtract.
-  void reconstruct(py::handle pt, py::handle qt, py::handle out, bool subtract) const {
+  // out = P Q^T, or out -= P Q^T with subtract; with `residual`, out = P Q^T and residual -= out.
+  void reconstruct(py::handle pt, py::handle qt, py::handle out, bool subtract, py::object residual) const {
     auto p = sized(pt, shape_.p_values(), false, "p"), q = sized(qt, shape_.q_values(), false, "q"),
          o = sized(out, count_, true, "out");
+    if (!residual.is_none()) {
+      if (subtract) throw invalid_usage("reconstruct takes subtract or residual, not both", {.op = "powersgd"});
+      auto r = sized(residual, count_, true, "residual");
+      py::gil_scoped_release nogil;
+      compress::detail::power_sgd_reconstruct_residual(static_cast<const float*>(p->data()),
+                                                       static_cast<const float*>(q->data()), shape_,
+                                                       static_cast<float*>(o->data()), static_cast<float*>(r->data()),
+                                                       count_);
+      return;
+    }
     py::gil_scoped_release nogil;
     compress::detail::power_sgd_reconstruct(static_cast<const float*>(p->data()), static_cast<const float*>(q->data()),
                                             shape_, static_cast<float*>(o->data()), count_, false, subtract);
@@ -151,11 +169,11 @@ void register_compress(py::module_& m) {
       .def_property_readonly("cols", &PyPowerSgdSteps::cols)
       .def_property_readonly("rank", &PyPowerSgdSteps::rank)
       .def("initial_q", &PyPowerSgdSteps::initial_q, py::arg("q"), py::arg("seed"))
-      .def("mq", &PyPowerSgdSteps::mq, py::arg("m"), py::arg("q"), py::arg("p"))
+      .def("mq", &PyPowerSgdSteps::mq, py::arg("m"), py::arg("q"), py::arg("p"), py::arg("add") = py::none())
       .def("orthonormalize", &PyPowerSgdSteps::orthonormalize, py::arg("p"))
       .def("mtp", &PyPowerSgdSteps::mtp, py::arg("m"), py::arg("p"), py::arg("q"))
       .def("reconstruct", &PyPowerSgdSteps::reconstruct, py::arg("p"), py::arg("q"), py::arg("out"),
-           py::arg("subtract") = false);
+           py::arg("subtract") = false, py::arg("residual") = py::none());
   py::class_<compress::State>(m, "CompressState",
                               "Per-tensor state: the error-feedback residual, PowerSGD's Q, a call count.")
       .def(py::init<>())

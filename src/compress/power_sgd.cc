@@ -43,6 +43,15 @@ void power_sgd_mq(const float* m, size_t count, const PowerSgdShape& s, const fl
   }
 }
 
+void power_sgd_add_mq(float* m, const float* x, size_t count, const PowerSgdShape& s, const float* qt, float* pt) {
+  for (size_t i = 0; i < s.rows; ++i) {
+    const size_t len = row_length(i, count, s);
+    float* row = m + i * s.cols;
+    kernels::add(row, x + i * s.cols, len);
+    for (size_t c = 0; c < s.rank; ++c) pt[c * s.rows + i] = kernels::dot(row, qt + c * s.cols, len);
+  }
+}
+
 void power_sgd_orthonormalize(float* pt, const PowerSgdShape& s) {
   constexpr float kEps = 1e-8f;  // a zero column stays (near) zero instead of dividing by 0
   for (size_t c = 0; c < s.rank; ++c) {
@@ -76,6 +85,17 @@ void power_sgd_reconstruct(const float* pt, const float* qt, const PowerSgdShape
   }
 }
 
+void power_sgd_reconstruct_residual(const float* pt, const float* qt, const PowerSgdShape& s, float* out,
+                                    float* residual, size_t count) {
+  for (size_t i = 0; i < s.rows; ++i) {
+    const size_t len = row_length(i, count, s);
+    float* row = out + i * s.cols;
+    std::fill(row, row + len, 0.0f);
+    for (size_t c = 0; c < s.rank; ++c) kernels::axpy(row, pt[c * s.rows + i], qt + c * s.cols, len);
+    kernels::axpy(residual + i * s.cols, -1.0f, row, len);
+  }
+}
+
 namespace {
 
 class PowerSgdCompressor final : public Compressor {
@@ -90,7 +110,8 @@ class PowerSgdCompressor final : public Compressor {
   size_t compress(const float* in, size_t count, std::byte* wire, State* state) const override {
     if (count == 0) return 0;
     const PowerSgdShape s = power_sgd_shape(params(), count);
-    const float* m = corrected(in, count, state, method());
+    float* resid = feedback(count, state, method());
+    const float* m = resid ? resid : in;
     auto* pt = reinterpret_cast<float*>(wire);
     auto* qt = pt + s.p_values();
     // The last call's Q (warm start), or a fresh one.
@@ -99,7 +120,10 @@ class PowerSgdCompressor final : public Compressor {
       start = state->q;
     else
       power_sgd_initial_q(start.data(), s, call_noise(params(), state));
-    power_sgd_mq(m, count, s, start.data(), pt);
+    if (resid)
+      power_sgd_add_mq(resid, in, count, s, start.data(), pt);  // error feedback in the same pass
+    else
+      power_sgd_mq(in, count, s, start.data(), pt);
     power_sgd_orthonormalize(pt, s);
     power_sgd_mtp(m, count, s, pt, qt);
     if (state) {

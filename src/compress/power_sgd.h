@@ -22,6 +22,9 @@ PowerSgdShape power_sgd_shape(const Params& params, size_t count);
 void power_sgd_initial_q(float* qt, const PowerSgdShape& shape, uint64_t seed);
 // pt = (M Q)^T
 void power_sgd_mq(const float* m, size_t count, const PowerSgdShape& shape, const float* qt, float* pt);
+// m += x (error feedback), then pt = (M Q)^T: a row at a time, while it is in cache.
+void power_sgd_add_mq(float* m, const float* x, size_t count, const PowerSgdShape& shape, const float* qt,
+                      float* pt);
 // The columns of P made orthonormal (Gram-Schmidt): the rows of pt.
 void power_sgd_orthonormalize(float* pt, const PowerSgdShape& shape);
 // qt = (M^T P)^T
@@ -29,5 +32,8 @@ void power_sgd_mtp(const float* m, size_t count, const PowerSgdShape& shape, con
 // out (+)= P Q^T, or out -= P Q^T with `subtract` (the residual), over the first `count` values.
 void power_sgd_reconstruct(const float* pt, const float* qt, const PowerSgdShape& shape, float* out,
                            size_t count, bool accumulate, bool subtract = false);
+// out = P Q^T and residual -= out, a row at a time: the approximation and what it left out.
+void power_sgd_reconstruct_residual(const float* pt, const float* qt, const PowerSgdShape& shape, float* out,
+                                    float* residual, size_t count);
 
 }  // namespace plait::compress::detail

@@ -44,6 +44,40 @@ def test_torch_tensors_are_used_in_place():
     assert torch.max(torch.abs(out - x)) <= torch.max(torch.abs(x)) / 15 * 1.001
 
 
+def test_powersgd_steps_fold_feedback_and_residual_into_their_passes():
+    """mq(add=x) is m += x then mq; reconstruct(residual=r) is out = P Q^T then r -= out,
+    bit for bit, and P Q^T is the rank-2 approximation (exact for a rank-2 matrix)."""
+    from plait._plait import PowerSgdSteps
+    rng = np.random.default_rng(3)
+    rows, cols = 37, 23
+    m = (rng.standard_normal((rows, 2)) @ rng.standard_normal((2, cols))).astype(np.float32).ravel()
+    x = rng.standard_normal(rows * cols).astype(np.float32)
+    steps = PowerSgdSteps(rows * cols, 2, rows)
+    assert (steps.rows, steps.cols, steps.rank) == (rows, cols, 2)
+    q = np.empty(2 * cols, np.float32)
+    steps.initial_q(q, 7)
+    p_fused, p_plain = np.empty(2 * rows, np.float32), np.empty(2 * rows, np.float32)
+    fused = m.copy()
+    steps.mq(fused, q, p_fused, add=x)
+    plain = m + x
+    steps.mq(plain, q, p_plain)
+    assert np.array_equal(fused, plain) and np.array_equal(p_fused, p_plain)
+
+    steps.mq(m, q, p_plain)  # the rank-2 matrix alone
+    steps.orthonormalize(p_plain)
+    steps.mtp(m, p_plain, q)
+    out, residual = np.empty_like(m), m.copy()
+    steps.reconstruct(p_plain, q, out, residual=residual)
+    expect = np.empty_like(m)
+    steps.reconstruct(p_plain, q, expect)
+    assert np.array_equal(out, expect) and np.array_equal(residual, m - expect)
+    assert np.max(np.abs(residual)) < 1e-4 * np.max(np.abs(m))
+    with pytest.raises(plait.InvalidUsageError, match="subtract or residual"):
+        steps.reconstruct(p_plain, q, out, subtract=True, residual=residual)
+    with pytest.raises(plait.InvalidUsageError, match="add holds 3 values"):
+        steps.mq(fused, q, p_fused, add=np.ones(3, np.float32))
+
+
 @pytest.mark.parametrize("call, words", [
     (lambda: pc.Compressor("topk").compress(np.ones(10, np.float64)), "compression takes float32"),
     (lambda: pc.Compressor("powersgd", rank=0), "rank 0"),

@@ -50,3 +50,18 @@ def test_bad_hook_arguments_are_refused():
     import plait.torch_hooks as hooks  # needs no process group to refuse these
     with pytest.raises(ValueError, match="unknown method"):
         hooks.HookState.__init__(object.__new__(hooks.HookState), "zip")
+
+
+def test_auto_predicts_powersgd_wire_per_matrix_as_the_hook_sends_it():
+    """A bucket of a 2048x784 weight, its bias and a 10x2048 weight: P and Q per matrix
+    (rank 4), the bias whole, in three all_reduces; not one matrix of the bucket's length."""
+    import plait.torch_hooks as hooks
+    shapes = [(2048, 784), (2048,), (10, 2048)]
+    messages, wire = hooks._power_sgd_wire(shapes, 4)
+    assert messages == 3
+    assert wire == 4 * (4 * (2048 + 784) + 2048 + 4 * (10 + 2048))
+    assert hooks._power_sgd_wire([(100,)], 4) == (1, 400)
+    n = 2048 * 784 + 2048 + 10 * 2048
+    model = {"alpha": 1e-4, "beta": 1e8, "speed": {"powersgd": 1e9}, "rank": 4}
+    expected = 3 * 1e-4 + 1.5 * wire / 1e8 + n / 1e9
+    assert abs(hooks._predict(model, "powersgd", n, 4, shapes) - expected) < 1e-12
