@@ -15,7 +15,8 @@ with TBF in both directions), once per configuration METHOD@BACKEND:
                   plait.torch.hooks: plait's compressors over the group's own collectives
 
 Every configuration runs the same --epochs with the same seed, model and data order, and
-evaluates the full test set every --eval-every steps (evaluation time is not counted). It
+evaluates the full test set every --eval-every steps (evaluation time is not counted; with
+--budget S a configuration stops at the first evaluation past S training seconds). It
 prints, per link rate, a table: seconds per iteration, iterations and training seconds to
 --target test accuracy, the final accuracy, the bytes each rank sent per iteration (read
 from its namespace's eth0 counters: headers and all), the compression ratio against fp32,
@@ -69,6 +70,9 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=1e-3, help="Adam, cosine decay to 0 (default: 1e-3)")
     p.add_argument("--target", type=float, default=0.85, help="test accuracy to time (default: 0.85)")
     p.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
+    p.add_argument("--budget", type=float, default=0,
+                   help="training seconds a configuration may take: it stops at the first evaluation "
+                        "past them (0: no limit). Its table row says where it stopped")
     p.add_argument("--powersgd-rank", type=int, default=4)
     p.add_argument("--ratio", type=float, default=0.01, help="topk / randomk share")
     p.add_argument("--start-iter", type=int, default=10,
@@ -98,6 +102,15 @@ def tx_bytes():
         except OSError:
             continue
     return 0
+
+
+def compute_path(model):
+    """What the layers' products run on: torch takes fully connected layers to the BLAS behind
+    libblas.so.3 (Debian's reference one, unless OpenBLAS is installed) and 1x1 convolutions
+    to oneDNN."""
+    if model.fc_as_conv:
+        return "oneDNN (layers as 1x1 convolutions)"
+    return "BLAS " + os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
 
 
 def make_hook(args, method, world):
@@ -163,9 +176,11 @@ def worker(args):
         dist.all_reduce(counts)
         return counts[0].item() / counts[1].item()
 
-    curve, train_s, step, sent = [], 0.0, 0, 0
+    curve, train_s, step, sent, over_budget = [], 0.0, 0, 0, False
     dist.barrier()
     for epoch in range(args.epochs):
+        if over_budget:
+            break
         order = torch.randperm(len(train_x), generator=gen)[rank * per_rank:(rank + 1) * per_rank]
         for b in range(steps_per_epoch):
             idx = order[b * args.batch_size:(b + 1) * args.batch_size]
@@ -185,6 +200,10 @@ def worker(args):
                 if rank == 0:
                     print(f"{args.worker} {args.rate}: step {step}/{total} train_s={slowest.item():.1f} "
                           f"test_accuracy={acc:.4f}", flush=True)
+                # Every rank sees the same slowest time, so all stop at the same step.
+                if args.budget and slowest.item() >= args.budget and step < total:
+                    over_budget = True
+                    break
     # Means over the ranks: bytes sent and seconds compressing per step.
     hook_s = comm_s = 0.0
     if plait_stats:
@@ -196,7 +215,8 @@ def worker(args):
         record = {
             "config": args.worker, "method": method, "backend": backend, "rate": args.rate,
             "ranks": world, "model": args.model, "params": n_params, "epochs": args.epochs,
-            "batch_per_rank": args.batch_size, "steps": step, "s_per_iter": curve[-1][1] / step,
+            "batch_per_rank": args.batch_size, "steps": step, "planned_steps": total,
+            "s_per_iter": curve[-1][1] / step, "compute": compute_path(model),
             "final_accuracy": curve[-1][2], "target": args.target,
             "steps_to_target": reached[0][0] if reached else None,
             "seconds_to_target": reached[0][1] if reached else None,
@@ -238,6 +258,7 @@ def run_config(args, config, rate, out, port):
                  "--lr", str(args.lr), "--target", str(args.target), "--eval-every", str(args.eval_every),
                  "--powersgd-rank", str(args.powersgd_rank), "--ratio", str(args.ratio),
                  "--start-iter", str(args.start_iter), "--seed", str(args.seed), "--data-dir", args.data_dir,
+                 "--budget", str(args.budget),
                  "--timeout", str(args.timeout)]
     procs = []
     for r in range(args.ranks):
@@ -269,8 +290,10 @@ def run_config(args, config, rate, out, port):
 
 def table(records, rate):
     base = next((r for r in records if r["method"] == "default" and r["backend"] == "gloo"), records[0])
+    planned = base.get("planned_steps", base["steps"])
     lines = [f"# {rate} links, {base['ranks']} hosts, {base['model']} model ({base['params']} parameters), "
-             f"{base['epochs']} epochs of {base['steps']} steps, target {base['target']:.2f}",
+             f"{base['epochs']} epochs of {planned} steps, target {base['target']:.2f}, "
+             f"compute on {base.get('compute', '?')}",
              "| config | s/iter | iters to target | s to target | vs fp32 gloo | final accuracy "
              "| MB sent/iter/rank | ratio | compress s/iter |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -279,10 +302,13 @@ def table(records, rate):
         vs = f"{to / base['seconds_to_target']:.2f}x" if to and base["seconds_to_target"] else "-"
         ratio = 2 * (r["ranks"] - 1) / r["ranks"] * r["fp32_bytes_per_iter"] / max(1, r["sent_bytes_per_iter"])
         comp = f"{r['compress_s_per_iter']:.4f}" if r["compress_s_per_iter"] is not None else "-"
+        final = f"{r['final_accuracy']:.4f}"
+        if r["steps"] < r.get("planned_steps", r["steps"]):
+            final += f" (budget: step {r['steps']})"
         lines.append(f"| {r['config']} | {r['s_per_iter']:.3f} | {r['steps_to_target'] or '-'} | "
-                     f"{to:.1f} | {vs} | {r['final_accuracy']:.4f} | {r['sent_bytes_per_iter'] / 1e6:.2f} | "
+                     f"{to:.1f} | {vs} | {final} | {r['sent_bytes_per_iter'] / 1e6:.2f} | "
                      f"{ratio:.1f}x | {comp} |" if to else
-                     f"| {r['config']} | {r['s_per_iter']:.3f} | - | - | - | {r['final_accuracy']:.4f} | "
+                     f"| {r['config']} | {r['s_per_iter']:.3f} | - | - | - | {final} | "
                      f"{r['sent_bytes_per_iter'] / 1e6:.2f} | {ratio:.1f}x | {comp} |")
     return "\n".join(lines)
 
