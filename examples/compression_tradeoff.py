@@ -318,8 +318,11 @@ def plot(records, rate, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 5))
-    for r in records:
-        ax.plot([t for _, t, _ in r["curve"]], [a for _, _, a in r["curve"]], label=r["config"])
+    colors = plt.get_cmap("tab20").colors  # a colour per configuration: the default cycle has 10
+    for i, r in enumerate(records):
+        # Solid on plait, dashed on gloo.
+        ax.plot([t for _, t, _ in r["curve"]], [a for _, _, a in r["curve"]], label=r["config"],
+                color=colors[(2 * i) % 20 + (2 * i) // 20], linestyle="-" if r["backend"] == "plait" else "--")
     ax.axhline(records[0]["target"], color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("training seconds (evaluation excluded)")
     ax.set_ylabel("test accuracy")
