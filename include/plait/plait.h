@@ -4,6 +4,7 @@
 #include "plait/bootstrap.h"
 #include "plait/communicator.h"
 #include "plait/compress.h"
+#include "plait/compress_auto.h"
 #include "plait/compressed_allreduce.h"
 #include "plait/error.h"
 #include "plait/ps.h"

@@ -17,10 +17,11 @@ anything else raises plait.InvalidUsageError.
 
 import numpy as np
 
+from ._plait import AutoCompression as _AutoCompression
 from ._plait import CompressState as State
 from ._plait import Compressor as _Compressor
 
-__all__ = ["METHODS", "Compressor", "State", "allreduce"]
+__all__ = ["METHODS", "AutoCompression", "Compressor", "State", "allreduce"]
 
 METHODS = ("fp16", "bf16", "int8", "sign", "topk", "threshold", "randomk", "powersgd")
 
@@ -63,3 +64,37 @@ def allreduce(comm, data, compressor, state=None, average=True):
     compressed values carry. Returns how it moved: path, wire_bytes and seconds spent
     compressing, communicating and decompressing."""
     return compressor._c.allreduce(comm, _floats(data), state, average)
+
+
+class AutoCompression:
+    """Whether compressing pays, by the cost model (plait/compress_auto.h). Collective when
+    made: times the communicator's allreduces (alpha, bandwidth) and each candidate's compress
+    + decompress on this core, the same figures on every rank. Then choose(count) is the
+    method with the least predicted time, or "none" (an uncompressed allreduce), alike on
+    every rank; PLAIT_LOG=info prints each choice once with its predictions. force="none"
+    or force=<a candidate> overrides the model.
+
+        auto = pc.AutoCompression(comm, candidates=("fp16", "powersgd"), rank=4)
+        stats = auto.allreduce(comm, grad, state)   # stats["path"]: "auto: powersgd, ..."
+    """
+
+    def __init__(self, comm, candidates=("fp16", "powersgd"), force="", **params):
+        self._a = _AutoCompression(comm, list(candidates), force, **params)
+
+    def choose(self, count):
+        return self._a.choose(count)
+
+    def predict(self, method, count):
+        return self._a.predict(method, count)
+
+    @property
+    def alpha_seconds(self):
+        return self._a.alpha_seconds
+
+    @property
+    def bytes_per_second(self):
+        return self._a.bytes_per_second
+
+    def allreduce(self, comm, data, state=None, average=True):
+        """Collective: data (in place) moved by choose(its length); returns the stats."""
+        return self._a.allreduce(comm, _floats(data), state, average)

@@ -10,6 +10,7 @@
 #include "arrays.h"
 #include "communicator_py.h"
 #include "plait/compress.h"
+#include "plait/compress_auto.h"
 #include "plait/compressed_allreduce.h"
 #include "compress/power_sgd.h"
 
@@ -27,13 +28,28 @@ std::shared_ptr<BufferView> floats(py::handle object, bool writable, const char*
   return view;
 }
 
+py::dict stats_dict(const compress::AllreduceStats& st) {
+  py::dict out;
+  out["path"] = st.path;
+  out["wire_bytes"] = st.wire_bytes;
+  out["compress_seconds"] = st.compress_seconds;
+  out["communicate_seconds"] = st.communicate_seconds;
+  out["decompress_seconds"] = st.decompress_seconds;
+  return out;
+}
+
+compress::Params params_of(int levels, size_t chunk, double ratio, size_t k, float threshold, int rank, size_t rows,
+                           uint64_t seed) {
+  return {.levels = levels, .chunk = chunk, .ratio = ratio, .k = k, .threshold = threshold, .rank = rank,
+          .rows = rows, .seed = seed};
+}
+
 class PyCompressor {
  public:
   PyCompressor(const std::string& method, int levels, size_t chunk, double ratio, size_t k,
                float threshold, int rank, size_t rows, uint64_t seed)
       : c_(compress::Compressor::create(compress::parse_method(method),
-                                        {.levels = levels, .chunk = chunk, .ratio = ratio, .k = k,
-                                         .threshold = threshold, .rank = rank, .rows = rows, .seed = seed})) {}
+                                        params_of(levels, chunk, ratio, k, threshold, rank, rows, seed))) {}
 
   std::string method() const { return std::string(compress::to_string(c_->method())); }
   size_t max_wire_bytes(size_t count) const { return c_->max_wire_bytes(count); }
@@ -67,17 +83,50 @@ class PyCompressor {
       py::gil_scoped_release nogil;
       st = compress::allreduce(comm.native(), static_cast<float*>(d->data()), d->count(), *c_, state, average);
     }
-    py::dict out;
-    out["path"] = st.path;
-    out["wire_bytes"] = st.wire_bytes;
-    out["compress_seconds"] = st.compress_seconds;
-    out["communicate_seconds"] = st.communicate_seconds;
-    out["decompress_seconds"] = st.decompress_seconds;
-    return out;
+    return stats_dict(st);
   }
 
  private:
   std::unique_ptr<compress::Compressor> c_;
+};
+
+// compress::AutoCompression: measured when made (collective), then the cheapest path per size.
+class PyAutoCompression {
+ public:
+  PyAutoCompression(PyCommunicator& comm, const std::vector<std::string>& candidates, const std::string& force,
+                    int levels, size_t chunk, double ratio, size_t k, float threshold, int rank, size_t rows,
+                    uint64_t seed) {
+    compress::AutoOptions options;
+    options.candidates.clear();
+    for (const std::string& name : candidates) options.candidates.push_back(compress::parse_method(name));
+    options.params = params_of(levels, chunk, ratio, k, threshold, rank, rows, seed);
+    options.force = force;
+    py::gil_scoped_release nogil;
+    auto_ = std::make_unique<compress::AutoCompression>(compress::AutoCompression::measure(comm.native(), options));
+  }
+
+  std::string choose(size_t count) const {
+    const auto m = auto_->choose(count);
+    return m ? std::string(compress::to_string(*m)) : "none";
+  }
+  double predict(const std::string& method, size_t count) const {
+    return auto_->predict(method == "none" ? std::nullopt : std::optional(compress::parse_method(method)), count);
+  }
+  double alpha_seconds() const { return auto_->alpha_seconds(); }
+  double bytes_per_second() const { return auto_->bytes_per_second(); }
+
+  py::dict allreduce(PyCommunicator& comm, py::handle data, compress::State* state, bool average) const {
+    auto d = floats(data, true, "data", "compress auto allreduce");
+    compress::AllreduceStats st;
+    {
+      py::gil_scoped_release nogil;
+      st = auto_->allreduce(comm.native(), static_cast<float*>(d->data()), d->count(), state, average);
+    }
+    return stats_dict(st);
+  }
+
+ private:
+  std::unique_ptr<compress::AutoCompression> auto_;
 };
 
 // PowerSGD's steps on float32 buffers, for a schedule that runs its collectives elsewhere
@@ -194,6 +243,21 @@ void register_compress(py::module_& m) {
       .def("allreduce", &PyCompressor::allreduce, py::arg("comm"), py::arg("data"), py::arg("state") = nullptr,
            py::arg("average") = true,
            "Collective: data (in place) becomes every rank's compressed values reduced; returns the stats.");
+  py::class_<PyAutoCompression>(m, "AutoCompression",
+                                "compress::AutoCompression: the link and the candidates measured when made "
+                                "(collective), then per size the path with the least predicted time.")
+      .def(py::init<PyCommunicator&, const std::vector<std::string>&, const std::string&, int, size_t, double, size_t,
+                    float, int, size_t, uint64_t>(),
+           py::arg("comm"), py::arg("candidates"), py::arg("force") = "", py::arg("levels") = 127,
+           py::arg("chunk") = 1024, py::arg("ratio") = 0.01, py::arg("k") = 0, py::arg("threshold") = 0.0f,
+           py::arg("rank") = 4, py::arg("rows") = 0, py::arg("seed") = 0x706c616974ull)
+      .def("choose", &PyAutoCompression::choose, py::arg("count"), "The method for count values, or \"none\".")
+      .def("predict", &PyAutoCompression::predict, py::arg("method"), py::arg("count"),
+           "Predicted seconds for count values by method (\"none\": uncompressed).")
+      .def_property_readonly("alpha_seconds", &PyAutoCompression::alpha_seconds)
+      .def_property_readonly("bytes_per_second", &PyAutoCompression::bytes_per_second)
+      .def("allreduce", &PyAutoCompression::allreduce, py::arg("comm"), py::arg("data"), py::arg("state") = nullptr,
+           py::arg("average") = true, "Collective: data (in place) moved by choose(len(data)); returns the stats.");
 }
 
 }  // namespace plait::python

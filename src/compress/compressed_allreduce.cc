@@ -105,13 +105,17 @@ void random_k_path(Communicator& comm, float* data, size_t count, const Compress
 void power_sgd_path(Communicator& comm, float* data, size_t count, const Compressor& c, State* state,
                     bool average, AllreduceStats* st, Phases& ph) {
   const PowerSgdShape s = detail::power_sgd_shape(c.params(), count);
-  const float* m = detail::corrected(data, count, state, c.method());
+  float* resid = detail::feedback(count, state, c.method());
+  const float* m = resid ? resid : data;
   std::vector<float> pt(s.p_values()), qt(s.q_values());
   if (state && state->q.size() == s.q_values())
     qt = state->q;
   else
     detail::power_sgd_initial_q(qt.data(), s, detail::call_noise(c.params(), state));
-  detail::power_sgd_mq(m, count, s, qt.data(), pt.data());
+  if (resid)
+    detail::power_sgd_add_mq(resid, data, count, s, qt.data(), pt.data());  // error feedback, same pass
+  else
+    detail::power_sgd_mq(data, count, s, qt.data(), pt.data());
   ph.compressed();
   wait(comm.allreduce(pt.data(), pt.data(), pt.size(), DataType::kF32, ReduceOp::kSum));
   ph.communicated();
@@ -122,11 +126,12 @@ void power_sgd_path(Communicator& comm, float* data, size_t count, const Compres
   ph.communicated();
   if (average && comm.size() > 1) kernels::scale(qt.data(), 1.0f / static_cast<float>(comm.size()), qt.size());
   // data = P Q^T; the residual is what this rank's corrected values lack of it.
-  detail::power_sgd_reconstruct(pt.data(), qt.data(), s, data, count, false);
   if (state) {
-    kernels::axpy(state->residual.data(), -1.0f, data, count);
+    detail::power_sgd_reconstruct_residual(pt.data(), qt.data(), s, data, state->residual.data(), count);
     state->q = qt;
     state->calls += 1;
+  } else {
+    detail::power_sgd_reconstruct(pt.data(), qt.data(), s, data, count, false);
   }
   st->wire_bytes = 4 * (pt.size() + qt.size());
   st->path = "allreduce P, Q (rank " + std::to_string(s.rank) + ")";

@@ -100,6 +100,69 @@ int compressed_child() {
 
 ChildMode compressed_mode("compressed_allreduce", compressed_child);
 
+// AutoCompression: every rank makes the same choice at every size, the least predicted one;
+// its allreduce is that method's compressed allreduce (or a plain f32 mean), bit for bit;
+// `force` overrides the model; a force that is not a candidate is invalid usage.
+int auto_child() {
+  simulate_hosts();
+  auto comm = Communicator::create(bootstrap_from_env(30s));
+  const int me = comm->rank(), W = comm->size();
+  using compress::Method;
+  const compress::AutoOptions options{.candidates = {Method::kFp16, Method::kPowerSgd, Method::kTopK},
+                                      .params = {.ratio = 0.05, .rank = 2}};
+  const auto chooser = compress::AutoCompression::measure(*comm, options);
+  CHECK_OR_FAIL(chooser.alpha_seconds() > 0 && chooser.bytes_per_second() > 0, "link not measured");
+  for (Method m : options.candidates) CHECK_OR_FAIL(chooser.speed(m) > 0, "%s: no speed", compress::to_string(m).data());
+  for (size_t n : {size_t{16}, size_t{5000}, size_t{1} << 20}) {
+    const std::optional<Method> choice = chooser.choose(n);
+    int32_t code = choice ? static_cast<int32_t>(*choice) : -1;
+    std::vector<int32_t> codes(static_cast<size_t>(W));
+    comm->allgather(&code, codes.data(), 1, DataType::kI32)->wait();
+    for (int r = 0; r < W; ++r) CHECK_OR_FAIL(codes[static_cast<size_t>(r)] == code, "n=%zu: rank %d chose otherwise", n, r);
+    const double chosen = chooser.predict(choice, n);
+    CHECK_OR_FAIL(chosen <= chooser.predict(std::nullopt, n), "n=%zu: none predicted cheaper", n);
+    for (Method m : options.candidates)
+      CHECK_OR_FAIL(chosen <= chooser.predict(m, n), "n=%zu: %s predicted cheaper", n, compress::to_string(m).data());
+    // The same values as the chosen path run by hand.
+    const auto g = gradient(n, static_cast<uint32_t>(500 + me));
+    std::vector<float> got = g, want = g;
+    compress::State state, by_hand;
+    const auto stats = chooser.allreduce(*comm, got.data(), n, &state);
+    CHECK_OR_FAIL(stats.path.rfind("auto: ", 0) == 0, "n=%zu: path '%s'", n, stats.path.c_str());
+    if (choice) {
+      auto c = compress::Compressor::create(*choice, options.params);
+      compress::allreduce(*comm, want.data(), n, *c, &by_hand);
+    } else {
+      comm->allreduce(want.data(), want.data(), n, DataType::kF32, ReduceOp::kSum)->wait();
+      for (float& x : want) x *= 1.0f / static_cast<float>(W);
+    }
+    CHECK_OR_FAIL(std::memcmp(got.data(), want.data(), n * 4) == 0, "n=%zu: not the chosen path's result", n);
+  }
+  // Forced: always that method, whatever the model says.
+  auto forced_options = options;
+  forced_options.force = "topk";
+  const auto forced = compress::AutoCompression::measure(*comm, forced_options);
+  CHECK_OR_FAIL(forced.choose(16) == Method::kTopK && forced.choose(1 << 20) == Method::kTopK, "force topk ignored");
+  std::vector<float> v = gradient(5000, 9);
+  CHECK_OR_FAIL(forced.allreduce(*comm, v.data(), v.size(), nullptr).path.rfind("auto: topk, allgather", 0) == 0,
+                "forced path");
+  forced_options.force = "none";
+  CHECK_OR_FAIL(!compress::AutoCompression::measure(*comm, forced_options).choose(1 << 20), "force none ignored");
+  for (const char* bad : {"int8", "zip"}) {
+    forced_options.force = bad;
+    try {
+      (void)compress::AutoCompression::measure(*comm, forced_options);
+      CHECK_OR_FAIL(false, "force=%s accepted", bad);
+    } catch (const Error& e) {
+      CHECK_OR_FAIL(e.category() == ErrorCategory::kInvalidUsage, "force=%s: %s", bad, e.what());
+    }
+  }
+  std::printf("rank %d: compress auto ok\n", me);
+  return 0;
+}
+
+ChildMode auto_mode("compress_auto", auto_child);
+
 class CompressedAllreduce : public ::testing::TestWithParam<int> {};
 
 TEST_P(CompressedAllreduce, EveryMethodAgreesKeepsItsBooksAndIsTheSumOfTheWires) {
@@ -110,6 +173,18 @@ TEST_P(CompressedAllreduce, EveryMethodAgreesKeepsItsBooksAndIsTheSumOfTheWires)
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CompressedAllreduce, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+class CompressAuto : public ::testing::TestWithParam<int> {};
+
+TEST_P(CompressAuto, EveryRankChoosesTheLeastPredictedPathAndRunsIt) {
+  const int ranks = GetParam();
+  JobResult r = run_job(ranks, "compress_auto", {{"PLAIT_TIMEOUT", "60000"}, {"PLAIT_TEST_HOSTS", "2"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "compress auto ok"), static_cast<size_t>(ranks)) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CompressAuto, ::testing::Values(2, 3),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
 
 }  // namespace

@@ -36,6 +36,32 @@ def main():
         if method == "fp16":
             want = sum(grad(r).astype(np.float16).astype(np.float32) for r in range(w)) / w
             assert np.allclose(want, data, atol=2e-3), method
+    # AutoCompression: the same choice on every rank, and its allreduce is that path's.
+    auto = pc.AutoCompression(comm, candidates=("fp16", "powersgd"), rank=2)
+    assert auto.alpha_seconds > 0 and auto.bytes_per_second > 0
+    for n in (16, 4000, 1 << 18):
+        choice = auto.choose(n)
+        codes = np.empty(w, np.int32)
+        comm.allgather(np.array([(("none",) + pc.METHODS).index(choice)], np.int32), codes).wait()
+        assert (codes == codes[0]).all(), (n, codes)
+        assert auto.predict(choice, n) <= min(auto.predict(m, n) for m in ("none", "fp16", "powersgd"))
+        data = grad(me, n)
+        want = data.copy()
+        stats = auto.allreduce(comm, data, pc.State())
+        assert stats["path"].startswith(f"auto: {choice}"), stats
+        if choice == "none":
+            comm.allreduce(want).wait()
+            want *= np.float32(1.0 / w)  # as the C++ side scales
+        else:
+            pc.allreduce(comm, want, pc.Compressor(choice, rank=2), pc.State())
+        assert np.array_equal(data, want), (n, choice)
+    forced = pc.AutoCompression(comm, candidates=("fp16", "powersgd"), force="fp16")
+    assert forced.choose(1 << 20) == "fp16" and forced.choose(1) == "fp16"
+    try:
+        pc.AutoCompression(comm, candidates=("fp16",), force="topk")
+        raise AssertionError("force=topk accepted")
+    except plait.InvalidUsageError as e:
+        assert "not a candidate" in str(e), e
     if sys.argv[1:] == ["torch"]:
         import torch
         t = torch.from_numpy(grad(me))
