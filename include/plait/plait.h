@@ -2,6 +2,7 @@
 #pragma once
 
 #include "plait/bootstrap.h"
+#include "plait/checkpoint.h"
 #include "plait/communicator.h"
 #include "plait/compress.h"
 #include "plait/compress_auto.h"

@@ -26,6 +26,56 @@ inline float uniform01(uint32_t index, uint32_t noise_lo, uint32_t noise_hi) {
   return static_cast<float>(h >> 8) * 0x1p-24f;
 }
 
+// One value of quantize(): its level, stochastically rounded, signed as x.
+inline int quantize_one(float x, uint32_t index, uint32_t lo, uint32_t hi, float inv, float top) {
+  const float a = std::min(std::fabs(x) * inv + uniform01(index, lo, hi), top);
+  const int level = static_cast<int>(a);  // a >= 0: truncation floors
+  return x < 0.0f ? -level : level;
+}
+
+#if defined(__x86_64__)
+// quantize() 16 values at a time: the compiler's own vectors of this loop are 8 wide, and the
+// loop is bound by its arithmetic (the hash's two multiplies, three conversions), not by
+// memory. The same values as the scalar form, up to FMA contraction.
+template <bool kResid>
+__attribute__((target("avx512f,fma"))) void quantize_avx512(const float* src, int8_t* q, float* resid, uint32_t n,
+                                                             uint32_t first, float inv, float step, float top,
+                                                             uint32_t lo, uint32_t hi) {
+  const __m512i vlo = _mm512_set1_epi32(static_cast<int>(lo)), vhi = _mm512_set1_epi32(static_cast<int>(hi));
+  const __m512i mul1 = _mm512_set1_epi32(static_cast<int>(0x9e3779b9u));
+  const __m512i mul2 = _mm512_set1_epi32(static_cast<int>(0x7feb352du));
+  const __m512 vinv = _mm512_set1_ps(inv), vtop = _mm512_set1_ps(top), vstep = _mm512_set1_ps(step);
+  const __m512 unit = _mm512_set1_ps(0x1p-24f), zero = _mm512_setzero_ps();
+  __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first)),
+                                   _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  const __mmask16 all = 0xffff;
+  uint32_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 x = _mm512_loadu_ps(src + j);
+    __m512i h = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_xor_si512(index, vlo), mul1), vhi);
+    h = _mm512_xor_si512(h, _mm512_maskz_srli_epi32(all, h, 16));
+    h = _mm512_mullo_epi32(h, mul2);
+    h = _mm512_xor_si512(h, _mm512_maskz_srli_epi32(all, h, 15));
+    const __m512 u = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(all, _mm512_maskz_srli_epi32(all, h, 8)), unit);
+    const __m512 a = _mm512_maskz_min_ps(all, _mm512_fmadd_ps(_mm512_abs_ps(x), vinv, u), vtop);
+    const __m512i level = _mm512_maskz_cvttps_epi32(all, a);
+    const __mmask16 negative = _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ);
+    const __m512i v = _mm512_mask_sub_epi32(level, negative, _mm512_setzero_si512(), level);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j), _mm512_maskz_cvtepi32_epi8(all, v));
+    if constexpr (kResid) _mm512_storeu_ps(resid + j, _mm512_fnmadd_ps(_mm512_maskz_cvtepi32_ps(all, v), vstep, x));
+    index = _mm512_add_epi32(index, sixteen);
+  }
+  for (; j < n; ++j) {
+    const int v = quantize_one(src[j], first + j, lo, hi, inv, top);
+    q[j] = static_cast<int8_t>(v);
+    if constexpr (kResid) resid[j] = src[j] - static_cast<float>(v) * step;
+  }
+}
+
+const bool kAvx512 = isa_supported(IsaLevel::kAvx512);
+#endif
+
 template <bool kResid>
 PLAIT_COMPRESS_CLONES void quantize(const float* src, int8_t* q, float* resid, size_t n,
                                     float inv, float step, int levels, uint64_t noise) {
@@ -39,13 +89,16 @@ PLAIT_COMPRESS_CLONES void quantize(const float* src, int8_t* q, float* resid, s
     const auto first = static_cast<uint32_t>(base);
     const float* s = src + base;
     int8_t* out = q + base;
+#if defined(__x86_64__)
+    if (kAvx512) {
+      quantize_avx512<kResid>(s, out, kResid ? resid + base : nullptr, m, first, inv, step, top, lo, hi);
+      continue;
+    }
+#endif
     for (uint32_t j = 0; j < m; ++j) {
-      const float x = s[j];
-      const float a = std::min(std::fabs(x) * inv + uniform01(first + j, lo, hi), top);
-      const float level = static_cast<float>(static_cast<int>(a));  // a >= 0: truncation floors
-      const float v = x < 0.0f ? -level : level;
+      const int v = quantize_one(s[j], first + j, lo, hi, inv, top);
       out[j] = static_cast<int8_t>(v);
-      if constexpr (kResid) resid[base + j] = x - v * step;
+      if constexpr (kResid) resid[base + j] = s[j] - static_cast<float>(v) * step;
     }
   }
 }
