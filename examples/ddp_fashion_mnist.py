@@ -283,9 +283,22 @@ def parse_args(argv):
                         "torch's PowerSGD needs at least 2)")
     p.add_argument("--timeout", type=float, default=300,
                    help="process group timeout in seconds (default: 300)")
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="plait.torch.checkpoint directory: resume from its newest whole checkpoint "
+                        "(if any), and save there every --checkpoint-every steps")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS",
+                   help="steps between checkpoints (default: 0, only at the end)")
+    p.add_argument("--checkpoint-gathered", action="store_true",
+                   help="one checkpoint file written by rank 0 instead of one per rank")
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="stop after this many steps of the run, as if interrupted (default: 0, run all)")
+    p.add_argument("--save-params", metavar="FILE",
+                   help="rank 0 writes the final parameters to FILE (torch.save of one flat tensor)")
     args = p.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1 or args.threads < 1 or args.lr <= 0:
         p.error("--epochs, --batch-size, --threads and --lr must be positive")
+    if args.checkpoint_every < 0 or args.max_steps < 0:
+        p.error("--checkpoint-every and --max-steps must not be negative")
     return args
 
 
@@ -299,7 +312,8 @@ def run(args):
         if var not in os.environ:
             raise SetupError(f"{var} is not set: start this script with `plait run -n N` or "
                              f"torchrun (it uses init_method env://)")
-    if args.backend == "plait" or args.hook not in ("default", "torch-fp16", "torch-powersgd"):
+    if (args.backend == "plait" or args.hook not in ("default", "torch-fp16", "torch-powersgd")
+            or args.checkpoint_dir):
         import_plait_torch()
     elif not dist.is_gloo_available():
         raise SetupError("this PyTorch build has no gloo backend")
@@ -346,11 +360,35 @@ def train(args, rank, world):
                f"fc={args.fc} batch={args.batch_size}/rank lr={args.lr} epochs={args.epochs} "
                f"seed={args.seed} data_load_s={time.perf_counter() - t_start:.2f}")
 
+    ckpt, step = None, 0
+    if args.checkpoint_dir:
+        from plait.torch import checkpoint
+        ckpt = checkpoint.Checkpointer(args.checkpoint_dir, every=args.checkpoint_every,
+                                       sharded=not args.checkpoint_gathered)
+        t_restore = time.perf_counter()
+        step, extra = ckpt.restore(model, opt)
+        if step:
+            sched.load_state_dict(extra["scheduler"])
+            log0(rank, f"resumed from {args.checkpoint_dir} at step {step} "
+                       f"(restore_s={time.perf_counter() - t_restore:.2f})")
+    last_step = min(total_steps, args.max_steps) if args.max_steps else total_steps
+
+    def save_checkpoint(force):
+        t = time.perf_counter()
+        extra = {"scheduler": sched.state_dict()}
+        where = ckpt.save(step, model, opt, extra) if force else ckpt.maybe_save(step, model, opt, extra)
+        if where:
+            log0(rank, f"checkpoint {where} save_s={time.perf_counter() - t:.2f}")
+
     epoch_times, comm_times = [], []
     accuracy = 0.0
-    for epoch in range(args.epochs):
+    for epoch in range(step // steps_per_epoch, args.epochs):
+        if step >= last_step:
+            break
         sampler.set_epoch(epoch)
-        idx = torch.tensor(list(iter(sampler)), dtype=torch.int64)
+        # A resumed epoch goes on from the batch after the checkpoint's step.
+        first = (step - epoch * steps_per_epoch) * args.batch_size
+        idx = torch.tensor(list(iter(sampler)), dtype=torch.int64)[first:]
         ddp.train()
         stats.allreduce_s = 0.0
         comm_s = 0.0
@@ -368,6 +406,11 @@ def train(args, rank, world):
             sched.step()
             loss_sum[0] += loss.item() * len(bi)
             loss_sum[1] += len(bi)
+            step += 1
+            if ckpt:
+                save_checkpoint(force=step == total_steps)
+            if step >= last_step:
+                break
         dist.barrier()
         epoch_s = time.perf_counter() - t0
 
@@ -388,7 +431,13 @@ def train(args, rank, world):
                    f"test_accuracy={accuracy:.4f} epoch_s={epoch_s:.2f} comm_s={comm_s:.2f} "
                    f"ar_s={stats.allreduce_s:.2f} eval_s={eval_s:.2f}")
 
-    samples_per_s = samples_per_epoch * args.epochs / sum(epoch_times)
+    if args.save_params and rank == 0:
+        torch.save(torch.cat([p.detach().flatten() for p in model.parameters()]), args.save_params)
+    if step < total_steps:
+        log0(rank, f"stopped at step {step} of {total_steps} (--max-steps)")
+    if not epoch_times:
+        return
+    samples_per_s = samples_per_epoch * len(epoch_times) / sum(epoch_times)
     log0(rank, f"total_s={time.perf_counter() - t_start:.2f}")
     log0(rank, f"RESULT test_accuracy={accuracy:.4f} epoch_s={np.mean(epoch_times):.3f} "
                f"comm_s={np.mean(comm_times):.3f} samples_per_s={samples_per_s:.0f}")

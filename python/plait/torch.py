@@ -12,17 +12,19 @@ finished by wait() or is_completed(), and its Future, once asked for, completes 
 connections. Timeouts (the group's, or a call's) end with an error that says "Timed out".
 
 ``plait.torch.hooks.make(method, **params)`` gives DDP communication hooks that compress with
-plait's compressors on any backend (see plait/torch_hooks.py).
+plait's compressors on any backend (see plait/torch_hooks.py); ``plait.torch.checkpoint``
+saves and restores training atomically, with checksums (see plait/torch_checkpoint.py).
 """
 
 import atexit as _atexit
 
 import torch.distributed as _dist
 
+from . import torch_checkpoint as checkpoint  # noqa: F401  (plait.torch.checkpoint.Checkpointer)
 from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
 from ._plait_torch import ProcessGroupPlait, _wait_for_orphaned_completion_threads
 
-__all__ = ["ProcessGroupPlait", "create_process_group", "hooks"]
+__all__ = ["ProcessGroupPlait", "checkpoint", "create_process_group", "hooks"]
 
 
 def create_process_group(store, rank, size, timeout):

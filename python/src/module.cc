@@ -16,6 +16,7 @@ namespace py = pybind11;
 namespace plait::python {
 void register_ps(py::module_& m);
 void register_compress(py::module_& m);
+void register_checkpoint(py::module_& m);
 }
 
 namespace {
@@ -133,6 +134,7 @@ PYBIND11_MODULE(_plait, m) {
   register_rdma(m);
   register_ps(m);
   register_compress(m);
+  register_checkpoint(m);
 
   m.def("init", &init, py::arg("timeout") = 60.0,
         "A communicator over every rank of the job, from the environment that plait run, "
