@@ -71,6 +71,7 @@ a non-zero exit status.
 import argparse
 import datetime
 import os
+import signal
 import sys
 import time
 import traceback
@@ -292,6 +293,10 @@ def parse_args(argv):
                    help="one checkpoint file written by rank 0 instead of one per rank")
     p.add_argument("--max-steps", type=int, default=0,
                    help="stop after this many steps of the run, as if interrupted (default: 0, run all)")
+    p.add_argument("--kill-at-step", type=int, default=0, metavar="N",
+                   help="a crash, to try restarts: rank 1 (rank 0 alone) kills itself with SIGKILL "
+                        "after step N on the job's first start (PLAIT_RESTART_COUNT or "
+                        "TORCHELASTIC_RESTART_COUNT 0)")
     p.add_argument("--save-params", metavar="FILE",
                    help="rank 0 writes the final parameters to FILE (torch.save of one flat tensor)")
     args = p.parse_args(argv)
@@ -300,6 +305,12 @@ def parse_args(argv):
     if args.checkpoint_every < 0 or args.max_steps < 0:
         p.error("--checkpoint-every and --max-steps must not be negative")
     return args
+
+
+def first_start():
+    """Whether this is the job's first start (not a restart by plait run or torchrun)."""
+    count = os.environ.get("PLAIT_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    return count == "0"
 
 
 def log0(rank, msg):
@@ -407,6 +418,9 @@ def train(args, rank, world):
             loss_sum[0] += loss.item() * len(bi)
             loss_sum[1] += len(bi)
             step += 1
+            if step == args.kill_at_step and rank == min(1, world - 1) and first_start():
+                print(f"rank {rank}: killing itself at step {step} (--kill-at-step)", flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
             if ckpt:
                 save_checkpoint(force=step == total_steps)
             if step >= last_step:

@@ -91,8 +91,8 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path):
         checkpoint.Checkpointer(str(tmp_path), keep=0)
 
 
-def run_example(ranks, *args):
-    cmd = [PLAIT, "run", "-n", str(ranks), "--", sys.executable, EXAMPLE, "--epochs", "1",
+def run_example(ranks, *args, launcher=()):
+    cmd = [PLAIT, "run", "-n", str(ranks), *launcher, "--", sys.executable, EXAMPLE, "--epochs", "1",
            "--batch-size", "256", *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
@@ -114,4 +114,19 @@ def test_ddp_example_resumed_ends_with_the_bytes_of_an_uninterrupted_run(tmp_pat
     out = run_example(ranks, "--checkpoint-dir", ckpt, "--checkpoint-every", "15", "--save-params", str(resumed),
                       *gathered)
     assert "resumed from" in out and "at step 30" in out, out
+    assert torch.equal(torch.load(whole), torch.load(resumed))
+
+
+def test_a_rank_killed_mid_training_is_restarted_and_resumes_bit_identically(tmp_path):
+    """plait run --max-restarts: rank 1 dies by SIGKILL after step 40; every rank starts
+    again, resumes from the step-30 checkpoint and ends with the uninterrupted run's bytes."""
+    whole, resumed = tmp_path / "whole.pt", tmp_path / "resumed.pt"
+    ckpt = str(tmp_path / "ckpt")
+    run_example(3, "--save-params", str(whole))
+    out = run_example(3, "--checkpoint-dir", ckpt, "--checkpoint-every", "15", "--kill-at-step", "40",
+                      "--save-params", str(resumed), launcher=("--max-restarts", "1"))
+    assert "killing itself at step 40" in out, out
+    assert "was killed by signal 9 (SIGKILL)" in out, out
+    assert "restarting every rank (restart 1 of 1)" in out, out
+    assert "at step 30" in out, out
     assert torch.equal(torch.load(whole), torch.load(resumed))

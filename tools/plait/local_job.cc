@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -64,6 +65,8 @@ class LocalJob {
   void start(const JobIdentity& identity, int stdin_fd);
   // The event loop: relays output, handles signals and exits. Returns the job's status.
   int wait();
+  // Whether the job ended because a rank failed (not an interruption, timeout or exec error).
+  bool rank_failed() const { return rank_failed_; }
 
  private:
   struct Stream {
@@ -102,6 +105,7 @@ class LocalJob {
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> drain_until_;
   int exit_status_ = 0;
+  bool rank_failed_ = false;
 };
 
 LocalJob::~LocalJob() {
@@ -214,6 +218,7 @@ void LocalJob::on_rank_exit(const Rank& rank, int wait_status) {
   bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
   if (!failed || stopping_) return;  // while stopping, deaths are the expected outcome
   exit_status_ = shell_status(wait_status);
+  rank_failed_ = true;
   std::string text = "rank " + std::to_string(rank.index) + " (pid " + std::to_string(rank.pid) +
                      ") " + describe_exit(wait_status);
   if (size_t others = running_count(); others > 0) {
@@ -314,7 +319,7 @@ bool LocalJob::any_stream_open() const {
 
 }  // namespace
 
-int run_local_job(const LocalJobOptions& options) {
+int run_local_job(const LocalJobOptions& options, JobEnd* end) {
   if (options.nranks < 1) throw invalid_usage("the number of ranks must be at least 1");
   if (options.command.empty()) throw invalid_usage("no command to run");
 
@@ -326,6 +331,8 @@ int run_local_job(const LocalJobOptions& options) {
   identity.store_port = store.port();
   identity.job_token = token;
   identity.master_port = pick_free_port("127.0.0.1");
+  identity.restart_count = options.restart_count;
+  identity.max_restarts = options.max_restarts;
 
   net::Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!devnull.valid()) throw system_error("plait run: cannot open /dev/null", errno);
@@ -335,7 +342,24 @@ int run_local_job(const LocalJobOptions& options) {
   Watchdog watchdog(static_cast<size_t>(options.nranks));
   LocalJob job(options, signals, watchdog);
   job.start(identity, devnull.get());
-  return job.wait();
+  const int status = job.wait();
+  if (end) end->rank_failed = job.rank_failed();
+  return status;
+}
+
+int run_local_job_with_restarts(LocalJobOptions options) {
+  for (options.restart_count = 0;; ++options.restart_count) {
+    JobEnd end;
+    const int status = run_local_job(options, &end);
+    if (status == 0 || !end.rank_failed || options.restart_count >= options.max_restarts) {
+      if (status != 0 && end.rank_failed && options.max_restarts > 0)
+        std::fprintf(stderr, "plait run: giving up after %d restart%s\n", options.restart_count,
+                     options.restart_count == 1 ? "" : "s");
+      return status;
+    }
+    std::fprintf(stderr, "plait run: restarting every rank (restart %d of %d)\n", options.restart_count + 1,
+                 options.max_restarts);
+  }
 }
 
 std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what) {

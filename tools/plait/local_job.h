@@ -32,6 +32,16 @@ struct LocalJobOptions {
   // helper threads then need not wait for its core (torch's 8 B all_reduce at np=2 took
   // 6.3 µs bound against 3.3-5.5 unbound).
   std::string bind = Config{}.run_bind;
+  // Restarts (plait run --max-restarts): this start's number and the limit, given to the
+  // ranks as PLAIT_RESTART_COUNT / TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS.
+  int restart_count = 0;
+  int max_restarts = 0;
+};
+
+// How a job ended, beyond its status: whether a rank failed (the job could be restarted),
+// as opposed to success, an interruption, a timeout, or a command that cannot start.
+struct JobEnd {
+  bool rank_failed = false;
 };
 
 // A job's options as `plait bench -n` and `plait tune -n` start it: PLAIT_RUN_GRACE_S and
@@ -48,7 +58,11 @@ std::vector<int> plan_binding(const std::string& bind, int nranks);
 // Throws plait::Error when the job cannot be set up (store, pipes, fork); ranks already
 // started are killed and reaped before the exception leaves.
 // One job at a time per process: it owns the process's SIGINT/SIGTERM/SIGHUP/SIGCHLD handling.
-int run_local_job(const LocalJobOptions& options);
+int run_local_job(const LocalJobOptions& options, JobEnd* end = nullptr);
+
+// run_local_job, started again (every rank, with a new store) after a rank fails, up to
+// options.max_restarts times; says so on stderr each time. Returns the last start's status.
+int run_local_job_with_restarts(LocalJobOptions options);
 
 // "2.5" -> 2500 ms. Throws plait::Error(kInvalidUsage) naming `what` unless `text` is a
 // non-negative number of seconds.

@@ -32,6 +32,10 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& inheri
       {"PLAIT_LOCAL_SIZE", n},
       {"PLAIT_STORE_ADDR", job.store_host + ":" + std::to_string(job.store_port)},
       {"PLAIT_JOB_TOKEN", job.job_token},
+      // Which start of the job this is (plait run --max-restarts), under torchrun's names too.
+      {"PLAIT_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts)},
   };
 
   std::vector<std::string> env;

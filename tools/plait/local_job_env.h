@@ -14,6 +14,8 @@ struct JobIdentity {
   int store_port = 0;
   std::string job_token;
   int master_port = 0;  // for torch's own TCPStore, distinct from the store's port
+  int restart_count = 0;  // how many times the job was restarted before this start
+  int max_restarts = 0;
 };
 
 // `inherited` ("KEY=value" entries, e.g. current_environment()) with every variable the

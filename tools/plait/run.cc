@@ -14,8 +14,8 @@ namespace plait::cli {
 namespace {
 
 constexpr const char* kUsage =
-    R"(usage: plait run -n N [--timeout SECONDS] [--grace SECONDS] [--bind auto|core|none] [--]
-                 command [args...]
+    R"(usage: plait run -n N [--timeout SECONDS] [--grace SECONDS] [--bind auto|core|none]
+                 [--max-restarts K] [--] command [args...]
 
 Starts N ranks of `command` on this host with an embedded rendezvous store. Each rank gets
 torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
@@ -32,6 +32,10 @@ options:
   --bind MODE          none (default, or PLAIT_BIND): do not bind; core: bind rank i to
                        the i-th usable CPU; auto: the same, when there are at least as
                        many CPUs as ranks (as mpirun binds)
+  --max-restarts K     when a rank fails, stop the others and start every rank again, up
+                       to K times (torchrun's elastic restart on one host; default 0). The
+                       ranks see which start it is in PLAIT_RESTART_COUNT and
+                       TORCHELASTIC_RESTART_COUNT; a job that checkpoints resumes from there
   -h, --help           show this text
 
 exit status: 0 when every rank exits 0; else the failing rank's status (128 + signal number
@@ -98,6 +102,12 @@ RunArgs parse_run_args(int argc, char** argv) {
       if (args.job.timeout.count() == 0) throw invalid_usage("--timeout must be more than 0");
     } else if ((value = value_of(arg, "--grace"))) {
       args.job.grace = parse_seconds(*value, "--grace");
+    } else if ((value = value_of(arg, "--max-restarts"))) {
+      char* end = nullptr;
+      const long k = std::strtol(value->c_str(), &end, 10);
+      if (value->empty() || *end != '\0' || k < 0 || k > 1000)
+        throw invalid_usage("--max-restarts needs a number from 0 to 1000, not '" + *value + "'");
+      args.job.max_restarts = static_cast<int>(k);
     } else if ((value = value_of(arg, "--bind"))) {
       if (*value != "auto" && *value != "core" && *value != "none")
         throw invalid_usage("--bind takes auto, core or none, not '" + *value + "'");
@@ -128,7 +138,7 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   try {
-    return run_local_job(args.job);
+    return run_local_job_with_restarts(args.job);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "plait run: %s\n", e.what());
     return 1;
