@@ -77,7 +77,9 @@ import time
 import traceback
 import zlib
 
-import numpy as np
+PROCESS_START = time.perf_counter()  # before torch's import: a resume's time counts from here
+
+import numpy as np  # noqa: E402
 
 try:
     import torch
@@ -371,7 +373,7 @@ def train(args, rank, world):
                f"fc={args.fc} batch={args.batch_size}/rank lr={args.lr} epochs={args.epochs} "
                f"seed={args.seed} data_load_s={time.perf_counter() - t_start:.2f}")
 
-    ckpt, step = None, 0
+    ckpt, step, resumed_at = None, 0, None
     if args.checkpoint_dir:
         from plait.torch import checkpoint
         ckpt = checkpoint.Checkpointer(args.checkpoint_dir, every=args.checkpoint_every,
@@ -379,6 +381,7 @@ def train(args, rank, world):
         t_restore = time.perf_counter()
         step, extra = ckpt.restore(model, opt)
         if step:
+            resumed_at = step
             sched.load_state_dict(extra["scheduler"])
             log0(rank, f"resumed from {args.checkpoint_dir} at step {step} "
                        f"(restore_s={time.perf_counter() - t_restore:.2f})")
@@ -418,6 +421,9 @@ def train(args, rank, world):
             loss_sum[0] += loss.item() * len(bi)
             loss_sum[1] += len(bi)
             step += 1
+            if resumed_at is not None and step == resumed_at + 1:
+                log0(rank, f"first step after the resume done {time.perf_counter() - PROCESS_START:.2f} s "
+                           f"after the process started")
             if step == args.kill_at_step and rank == min(1, world - 1) and first_start():
                 print(f"rank {rank}: killing itself at step {step} (--kill-at-step)", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -50,7 +50,12 @@ class AutoCompression {
 
   // Seconds predicted for count values by `method` (nullopt: uncompressed), with w ranks.
   double predict(std::optional<Method> method, size_t count) const;
-  // The method with the least predicted time (nullopt: uncompressed), or the forced one.
+  // A compressor is chosen only when predicted to take at most this share of the
+  // uncompressed allreduce's time: timings on a shared host are noisy, and a near tie does
+  // not pay for compression's error.
+  static constexpr double kMargin = 0.8;
+  // The method with the least predicted time, if it is within kMargin of the uncompressed
+  // allreduce's (else nullopt: uncompressed), or the forced one.
   std::optional<Method> choose(size_t count) const;
 
   // Collective, as compress::allreduce (same count and state rules): the values move by the

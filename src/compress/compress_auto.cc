@@ -128,13 +128,14 @@ double AutoCompression::predict(std::optional<Method> method, size_t count) cons
 
 std::optional<Method> AutoCompression::choose(size_t count) const {
   std::optional<Method> best;
-  double best_s = predict(std::nullopt, count);
+  const double none_s = predict(std::nullopt, count);
   if (forced_ || force_none_) {
     best = forced_;
   } else {
+    double best_s = kMargin * none_s;
     for (const auto& [m, c] : compressors_) {
       const double t = predict(m, count);
-      if (t < best_s) {
+      if (t <= best_s) {
         best = m;
         best_s = t;
       }
