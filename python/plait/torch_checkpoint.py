@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from . import InvalidUsageError
+from . import Error, InvalidUsageError
 from ._plait import checkpoint_read, checkpoint_verify, checkpoint_write
 
 __all__ = ["Checkpointer", "save", "restore", "complete_steps"]
@@ -119,10 +119,10 @@ def save(directory, step, model, optimizer=None, extra=None, sharded=True, keep=
 def _valid_here(directory, step, rank, world):
     """(ok, why): whether step's checkpoint is whole for this rank."""
     where = _step_dir(directory, step)
-    ok, why = checkpoint_verify(os.path.join(where, "COMPLETE"))
-    if not ok:
-        return False, why
-    marker = torch.load(io.BytesIO(checkpoint_read(os.path.join(where, "COMPLETE"))))
+    try:
+        marker = torch.load(io.BytesIO(checkpoint_read(os.path.join(where, "COMPLETE"))))
+    except Error as e:
+        return False, str(e)
     if marker["world"] != world:
         return False, f"saved by {marker['world']} ranks, this job has {world}"
     mine = f"rank-{rank}.plait" if marker["sharded"] else "rank-0.plait"
