@@ -120,10 +120,11 @@ double AutoCompression::speed(Method method) const {
 double AutoCompression::predict(std::optional<Method> method, size_t count) const {
   const double w = ranks_;
   if (!method) return alpha_s_ + (w > 1 ? 2.0 * (w - 1) / w : 0.0) * 4.0 * count / bytes_per_s_;
+  const double values_per_s = speed(*method);  // throws for a method that is not a candidate
   const Moves mv = moves_of(*method);
   const double wire = static_cast<double>(compressors_.at(*method)->max_wire_bytes(count));
   const double share = mv.gathered ? w - 1 : (w > 1 ? 2.0 * (w - 1) / w : 0.0);
-  return mv.messages * alpha_s_ + share * wire / bytes_per_s_ + count / speed(*method);
+  return mv.messages * alpha_s_ + share * wire / bytes_per_s_ + count / values_per_s;
 }
 
 std::optional<Method> AutoCompression::choose(size_t count) const {

@@ -59,6 +59,11 @@ def main():
         else:
             pc.allreduce(comm, want, pc.Compressor(choice, rank=2), pc.State())
         assert np.array_equal(data, want), (n, choice)
+    try:
+        auto.predict("int8", 100)
+        raise AssertionError("predict of a non-candidate accepted")
+    except plait.InvalidUsageError as e:
+        assert "not a candidate" in str(e), e
     forced = pc.AutoCompression(comm, candidates=("fp16", "powersgd"), force="fp16")
     assert forced.choose(1 << 20) == "fp16" and forced.choose(1) == "fp16"
     try:
