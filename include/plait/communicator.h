@@ -86,6 +86,14 @@ struct CommunicatorOptions {
   std::map<std::string, std::string> settings;
 };
 
+class Communicator;
+
+// What Communicator::shrink() returns on each survivor.
+struct ShrinkResult {
+  std::shared_ptr<Communicator> comm;  // the survivors, in their old order
+  std::vector<int> survivors;          // old ranks: new rank i was survivors[i]
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -151,6 +159,17 @@ class Communicator {
   // as torch.distributed.new_group expects. Blocks until the members agree on the new group's
   // identity, or the timeout.
   virtual std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks) = 0;
+
+  // In-job recovery after ranks died, as ULFM's MPI_Comm_shrink: every survivor calls it
+  // (usually after an operation failed with kRemote or kAborted naming a dead rank) and gets
+  // a communicator of the ranks still alive, over the same connections. Every survivor gets
+  // the same member list: they agree through the rendezvous store, so the store must outlive
+  // the dead (`plait run` serves it; a store hosted by a rank that died cannot). A rank counts
+  // as dead once some survivor's transport saw its connection fail; shrink waits for every
+  // other rank to call it, up to the timeout, then goes on without those that did not (they
+  // get kAborted if they call later). Works on a healthy communicator too (nobody is left
+  // out). This communicator stays as it is; the caller drops it.
+  virtual ShrinkResult shrink(const CallOptions& opts = {}) = 0;
 
   // Fails every pending and future operation with kAborted and tells the peers, whose
   // pending operations on this communicator fail too. Safe to call from any thread.

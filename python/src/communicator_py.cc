@@ -179,6 +179,18 @@ std::optional<PyCommunicator> PyCommunicator::split(int color, int key) {
   return PyCommunicator(std::move(sub));
 }
 
+py::tuple PyCommunicator::shrink(double timeout_s) {
+  in_flight_->reap();
+  ShrinkResult shrunk;
+  {
+    py::gil_scoped_release nogil;
+    shrunk = comm_->shrink(options("", timeout_s));
+  }
+  py::list survivors;
+  for (int r : shrunk.survivors) survivors.append(r);
+  return py::make_tuple(PyCommunicator(std::move(shrunk.comm)), survivors);
+}
+
 void PyCommunicator::abort(const std::string& reason) {
   {
     // Returns once the transport has stopped touching every pending operation's buffers.

@@ -45,6 +45,8 @@ class PyCommunicator {
   PyWork send(pybind11::object data, int peer, uint32_t tag, double timeout_s);
   PyWork recv(pybind11::object data, int peer, uint32_t tag, double timeout_s);
   std::optional<PyCommunicator> split(int color, int key);
+  // (the survivors' communicator, their old ranks)
+  pybind11::tuple shrink(double timeout_s);
   void abort(const std::string& reason);
 
   // communicator_v_py.cc: rooted collectives and per-rank counts

@@ -128,6 +128,11 @@ PYBIND11_MODULE(_plait, m) {
            "Receives into data from peer (or ANY_SOURCE); Work.source and Work.bytes tell.")
       .def("split", &PyCommunicator::split, py::arg("color"), py::arg("key") = 0,
            "Ranks with equal color form a new communicator; None for a negative color.")
+      .def("shrink", &PyCommunicator::shrink, py::arg("timeout") = 0.0,
+           "In-job recovery after ranks died (ULFM's shrink): every survivor calls it and "
+           "gets (comm, survivors), a communicator of the ranks still alive and their ranks "
+           "here (new rank i was survivors[i]); every survivor gets the same list. Needs a "
+           "store that outlives the dead (plait run serves one).")
       .def("abort", &PyCommunicator::abort, py::arg("reason") = "aborted from Python",
            "Fails every pending and future operation here and on the peers.");
 

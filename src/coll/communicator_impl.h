@@ -59,6 +59,7 @@ class CommunicatorImpl : public Communicator {
                const CallOptions& opts) override;
   std::shared_ptr<Communicator> split(int color, int key) override;
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks) override;
+  ShrinkResult shrink(const CallOptions& opts) override;  // shrink.cc
   void abort(const std::string& reason) override;
 
  private:
@@ -134,6 +135,7 @@ class CommunicatorImpl : public Communicator {
   // list is the same group on every member).
   std::mutex subgroup_mu_;
   std::map<std::vector<int>, int> subgroups_made_;
+  int shrinks_made_ = 0;  // guarded by subgroup_mu_; numbers this rank's shrink() calls
 };
 
 }  // namespace plait::coll

@@ -1,6 +1,7 @@
 // `plait run --max-restarts K`: a job whose rank fails is started again, every rank, up to K
 // times, and the ranks see which start it is; success, a timeout or a command that cannot
-// start is never restarted.
+// start is never restarted. `plait run --enable-recovery`: a failed rank is reported and the
+// others go on.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -53,6 +54,22 @@ TEST(LauncherRestart, SuccessTimeoutsAndMissingCommandsAreNotRestarted) {
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("--max-restarts needs a number from 0 to 1000, not '-1'"), std::string::npos)
       << bad.output;
+}
+
+TEST(LauncherRecovery, AFailedRankIsReportedAndTheOthersFinish) {
+  JobResult r = plait_run({"-n", "3", "--enable-recovery", "sh", "-c",
+                           "if [ \"$RANK\" = 1 ]; then exit 5; fi; sleep 0.5; echo done"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("exited with status 5; the other 2 ranks go on (--enable-recovery)"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(count_of(r.output, "done"), 2u) << r.output;
+}
+
+TEST(LauncherRecovery, WhenNoRankSucceedsTheStatusIsTheFirstFailures) {
+  JobResult r = plait_run({"-n", "2", "--enable-recovery", "sh", "-c",
+                           "if [ \"$RANK\" = 1 ]; then exit 6; fi; sleep 0.5; exit 9"});
+  EXPECT_EQ(r.status, 6) << r.output;
+  EXPECT_EQ(count_of(r.output, "go on (--enable-recovery)"), 1u) << r.output;
 }
 
 }  // namespace

@@ -376,7 +376,17 @@ def argument_errors(c):
     assert (out == np.arange(n)).all(), out
 
 
-CASES = {"collectives": collectives, "point_to_point": point_to_point, "split": split,
+def shrink_healthy(c):
+    # Nobody died: every rank is a survivor, in its old place, and the result works.
+    sub, survivors = c.shrink()
+    assert survivors == list(range(c.size)), survivors
+    assert (sub.rank, sub.size) == (c.rank, c.size), (sub.rank, sub.size)
+    a = np.full(6, c.rank + 1, np.int64)
+    sub.allreduce(a).wait()
+    assert (a == c.size * (c.size + 1) // 2).all(), a
+
+
+CASES = {"collectives": collectives, "shrink_healthy": shrink_healthy, "point_to_point": point_to_point, "split": split,
          "errors": errors, "dropped_work": dropped_work, "rooted": rooted,
          "v_collectives": v_collectives, "argument_errors": argument_errors}
 

@@ -23,7 +23,7 @@ def test_import_exposes_the_api():
         assert hasattr(plait, name), name
     for op in ("allreduce", "reduce", "broadcast", "allgather", "allgatherv", "reduce_scatter",
                "reduce_scatterv", "alltoall", "alltoallv", "gather", "scatter", "barrier", "send",
-               "recv", "split", "abort"):
+               "recv", "split", "shrink", "abort"):
         assert callable(getattr(plait.Communicator, op, None)), op
         assert getattr(plait.Communicator, op).__doc__, f"{op} has no docstring"
     assert issubclass(plait.TimeoutError, plait.Error)
@@ -46,6 +46,12 @@ def test_point_to_point_order_and_any_source(n):
 def test_split():
     code, out = run_ranks(4, "split")
     assert code == 0, out
+
+
+def test_shrink_of_a_healthy_communicator_keeps_every_rank():
+    code, out = run_ranks(3, "shrink_healthy")
+    assert code == 0, out
+    assert out.count("shrink_healthy ok") == 3, out
 
 
 def test_errors_are_python_exceptions_with_context():

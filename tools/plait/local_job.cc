@@ -106,6 +106,9 @@ class LocalJob {
   std::optional<Clock::time_point> drain_until_;
   int exit_status_ = 0;
   bool rank_failed_ = false;
+  // --enable-recovery: whether some rank exited 0, and the first failure's status.
+  bool any_success_ = false;
+  std::optional<int> first_failure_;
 };
 
 LocalJob::~LocalJob() {
@@ -183,6 +186,10 @@ int LocalJob::wait() {
     close_stream(rank.out);
     close_stream(rank.err);
   }
+  if (exit_status_ == 0 && first_failure_ && !any_success_) {
+    exit_status_ = *first_failure_;
+    rank_failed_ = true;
+  }
   return exit_status_;
 }
 
@@ -216,11 +223,19 @@ void LocalJob::reap_exited() {
 
 void LocalJob::on_rank_exit(const Rank& rank, int wait_status) {
   bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+  if (!failed) any_success_ = true;
   if (!failed || stopping_) return;  // while stopping, deaths are the expected outcome
-  exit_status_ = shell_status(wait_status);
-  rank_failed_ = true;
   std::string text = "rank " + std::to_string(rank.index) + " (pid " + std::to_string(rank.pid) +
                      ") " + describe_exit(wait_status);
+  if (options_.enable_recovery) {
+    if (!first_failure_) first_failure_ = shell_status(wait_status);
+    if (size_t others = running_count(); others > 0)
+      text += "; the other " + plural(others, "rank") + " go on (--enable-recovery)";
+    say(text);
+    return;
+  }
+  exit_status_ = shell_status(wait_status);
+  rank_failed_ = true;
   if (size_t others = running_count(); others > 0) {
     text += "; stopping the other " + plural(others, "rank");
   }

@@ -36,6 +36,10 @@ struct LocalJobOptions {
   // ranks as PLAIT_RESTART_COUNT / TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS.
   int restart_count = 0;
   int max_restarts = 0;
+  // plait run --enable-recovery: a rank that fails is reported but does not stop the others,
+  // whose communicators shrink() past it (in-job recovery). The job's status is then 0 when
+  // at least one rank exited 0, else the first failing rank's.
+  bool enable_recovery = false;
 };
 
 // How a job ended, beyond its status: whether a rank failed (the job could be restarted),

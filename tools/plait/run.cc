@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: plait run -n N [--timeout SECONDS] [--grace SECONDS] [--bind auto|core|none]
-                 [--max-restarts K] [--] command [args...]
+                 [--max-restarts K] [--enable-recovery] [--] command [args...]
 
 Starts N ranks of `command` on this host with an embedded rendezvous store. Each rank gets
 torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
@@ -36,6 +36,9 @@ options:
                        to K times (torchrun's elastic restart on one host; default 0). The
                        ranks see which start it is in PLAIT_RESTART_COUNT and
                        TORCHELASTIC_RESTART_COUNT; a job that checkpoints resumes from there
+  --enable-recovery    when a rank fails, report it and let the others go on: they recover
+                       in the job (Communicator::shrink), as mpirun --enable-recovery. The
+                       status is then 0 when at least one rank exits 0
   -h, --help           show this text
 
 exit status: 0 when every rank exits 0; else the failing rank's status (128 + signal number
@@ -108,6 +111,8 @@ RunArgs parse_run_args(int argc, char** argv) {
       if (value->empty() || *end != '\0' || k < 0 || k > 1000)
         throw invalid_usage("--max-restarts needs a number from 0 to 1000, not '" + *value + "'");
       args.job.max_restarts = static_cast<int>(k);
+    } else if (arg == "--enable-recovery") {
+      args.job.enable_recovery = true;
     } else if ((value = value_of(arg, "--bind"))) {
       if (*value != "auto" && *value != "core" && *value != "none")
         throw invalid_usage("--bind takes auto, core or none, not '" + *value + "'");

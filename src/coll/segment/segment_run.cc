@@ -159,10 +159,15 @@ void SegmentRun::note_blocked(int rank) {
   if (!health_.fabric) return;
   const int fabric_rank = (*health_.fabric_rank)[static_cast<size_t>(rank)];
   if (!health_.fabric->peer_failed(fabric_rank)) return;
-  fail(remote_error("rank " + std::to_string(comm_rank(rank)) + " failed while this rank waited for it to " +
+  // The provider names the job's (fabric) rank; say which one it is where they differ, as
+  // in a communicator split, subgrouped or shrunk from the world.
+  const int peer = comm_rank(rank);
+  const std::string job_rank =
+      peer == fabric_rank ? "" : " (rank " + std::to_string(fabric_rank) + " of the job)";
+  fail(remote_error("rank " + std::to_string(peer) + job_rank + " failed while this rank waited for it to " +
                         std::string(blocked_what_) + " " + waiting_round() + ": " +
                         health_.fabric->peer_failure(fabric_rank),
-                    {.rank = comm_rank(args_->rank), .peer = comm_rank(rank)}));
+                    {.rank = comm_rank(args_->rank), .peer = peer}));
 }
 
 bool SegmentRun::signature_ok(int rank) {
