@@ -7,7 +7,8 @@
     work.wait()
 
 A Communicator has allreduce, reduce, broadcast, allgather, allgatherv, reduce_scatter,
-reduce_scatterv, alltoall, alltoallv, gather, scatter, barrier, send, recv, split and abort.
+reduce_scatterv, alltoall, alltoallv, gather, scatter, barrier, send, recv, split, shrink (the
+survivors of a dead rank go on without it) and abort.
 Every call takes NumPy arrays (or any C-contiguous buffer-protocol object) and returns a Work
 at once; the buffers stay pinned until the operation is done, even if the Work is dropped.
 Failures raise plait.Error subclasses carrying the same message, category and context (rank,

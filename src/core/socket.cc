@@ -70,6 +70,27 @@ Fd listen_tcp(const std::string& host, int port, int backlog) {
   throw system_error("cannot listen on " + endpoint(host, port), last_err, {.op = "listen"});
 }
 
+Fd bind_tcp(const std::string& host, int port) {
+  addrinfo* res = resolve(host, port, true);
+  int last_err = 0;
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!fd.valid()) {
+      last_err = errno;
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+      ::freeaddrinfo(res);
+      return fd;
+    }
+    last_err = errno;
+  }
+  ::freeaddrinfo(res);
+  throw system_error("cannot bind " + endpoint(host, port), last_err, {.op = "bind"});
+}
+
 int local_port(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;

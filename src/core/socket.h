@@ -39,6 +39,10 @@ class Fd {
 
 // Listens on host:port (port 0 = any free port). host "" or "0.0.0.0" means every address.
 Fd listen_tcp(const std::string& host, int port, int backlog = 512);
+// Bound with SO_REUSEADDR but not listening: holds a port (port 0 picks one) that another
+// process may still bind and listen on with SO_REUSEADDR (torch's TCPStore does), while
+// bind(port 0) elsewhere on the machine passes it over.
+Fd bind_tcp(const std::string& host, int port);
 int local_port(int fd);
 // Accepts one connection, waiting at most until the deadline; returns an invalid Fd on timeout.
 Fd accept_tcp(int listen_fd, const Deadline& deadline);

@@ -2,6 +2,8 @@
 // with its stdout and stderr captured in memory files; the ranks are shell one-liners or this
 // very binary in a child mode (PLAIT_TEST_CHILD, see support/job.h), so a rank can use the store.
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -103,7 +106,36 @@ int spam_rank_main() {
   return 0;
 }
 
+// MASTER_PORT is held by the launcher for the job's life: a plain bind to it fails (so no
+// other launcher's port-0 pick lands on it), and torch's store (SO_REUSEADDR, every address)
+// can still bind and listen there.
+int master_port_rank_main() {
+  const int port = env_int("MASTER_PORT");
+  sockaddr_in loop{};
+  loop.sin_family = AF_INET;
+  loop.sin_port = htons(static_cast<uint16_t>(port));
+  loop.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int plain = ::socket(AF_INET, SOCK_STREAM, 0);
+  const bool plain_bound = ::bind(plain, reinterpret_cast<sockaddr*>(&loop), sizeof loop) == 0;
+  const int plain_err = errno;
+  ::close(plain);
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_port = htons(static_cast<uint16_t>(port));
+  any.sin6_addr = in6addr_any;
+  const int server = ::socket(AF_INET6, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(server, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const bool listening = ::bind(server, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0 &&
+                         ::listen(server, 8) == 0;
+  ::close(server);
+  std::printf("plain bind %s (%s), store listen %s\n", plain_bound ? "ok" : "refused",
+              std::strerror(plain_err), listening ? "ok" : "refused");
+  return 0;
+}
+
 const plait::testing::ChildMode kStoreRank("launcher-store", store_rank_main);
+const plait::testing::ChildMode kMasterPortRank("launcher-master-port", master_port_rank_main);
 const plait::testing::ChildMode kSpamRank("launcher-spam", spam_rank_main);
 
 // ---------------------------------------------------------------------------------------------
@@ -566,6 +598,14 @@ TEST(Launcher, RanksReachTheStore) {
   }
   // Everyone waited for everyone, so nobody read n before all four had added themselves.
   EXPECT_EQ(count_of(r.out, "store ok n=4\n"), 4u) << r.out;
+}
+
+TEST(Launcher, MasterPortIsHeldForTheJobAndFreeForTorchsStore) {
+  Result r = run_plait({"-n", "1", self_exe()}, {{"PLAIT_TEST_CHILD", "launcher-master-port"}});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("plain bind refused (Address already in use), store listen ok"),
+            std::string::npos)
+      << r.out << r.err;
 }
 
 TEST(Launcher, WrongJobTokenIsRefused) {

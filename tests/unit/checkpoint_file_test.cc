@@ -103,15 +103,25 @@ TEST_F(CheckpointFile, AWriterKilledMidWriteLeavesTheLastWholeCheckpoint) {
   const auto first = payload(1 << 20, 5);
   write_file(file, first.data(), first.size());
   for (int round = 0; round < 3; ++round) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      // Made first, so that the child spends its time writing.
+      // Made first, so that the child spends its time writing; the parent's clock starts
+      // when the writes do (on a loaded machine making them can take longer than a kill's
+      // delay, and a kill then lands before any write).
       const std::vector<std::vector<std::byte>> bigs = {payload(64u << 20, 10), payload(64u << 20, 11),
                                                          payload(64u << 20, 12)};
+      const char go = 1;
+      if (::write(ready[1], &go, 1) != 1) ::_exit(1);
       for (unsigned i = 0;; ++i) write_file(file, bigs[i % 3].data(), bigs[i % 3].size());
     }
-    ::usleep(static_cast<useconds_t>(400000 + 170000 * round));
+    ::close(ready[1]);
+    char go = 0;
+    ASSERT_EQ(::read(ready[0], &go, 1), 1);
+    ::close(ready[0]);
+    ::usleep(static_cast<useconds_t>(150000 + 70000 * round));
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);

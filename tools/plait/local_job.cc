@@ -345,7 +345,9 @@ int run_local_job(const LocalJobOptions& options, JobEnd* end) {
   identity.store_host = "127.0.0.1";
   identity.store_port = store.port();
   identity.job_token = token;
-  identity.master_port = pick_free_port("127.0.0.1");
+  // Held until the job ends (torch's store on rank 0 binds it meanwhile).
+  const PortReservation master_port = reserve_free_port("127.0.0.1");
+  identity.master_port = master_port.port;
   identity.restart_count = options.restart_count;
   identity.max_restarts = options.max_restarts;
 

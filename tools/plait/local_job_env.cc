@@ -56,9 +56,11 @@ std::vector<std::string> current_environment() {
   return env;
 }
 
-int pick_free_port(const std::string& host) {
-  net::Fd probe = net::listen_tcp(host, 0, 1);
-  return net::local_port(probe.get());
+PortReservation reserve_free_port(const std::string& host) {
+  PortReservation r;
+  r.held = net::bind_tcp(host, 0);
+  r.port = net::local_port(r.held.get());
+  return r;
 }
 
 }  // namespace plait::cli

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/socket.h"
+
 namespace plait::cli {
 
 struct JobIdentity {
@@ -25,8 +27,15 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& inheri
 
 std::vector<std::string> current_environment();
 
-// A TCP port on `host` that nothing listens on right now. Like torchrun's, the answer can go
-// stale before the rank binds it; it is only a good guess.
-int pick_free_port(const std::string& host);
+// A TCP port on `host` for the ranks' MASTER_PORT (torch's store, which rank 0 binds later),
+// held by a bound socket that does not listen: while `held` lives, no other launcher's
+// port-0 pick on this machine gets the same port. (A pick that let go of it at once could
+// hand it to a concurrent job too; two jobs whose rank 0s raced for one port then shared one
+// torch store, and one job's ranks read the other's keys.)
+struct PortReservation {
+  net::Fd held;
+  int port = 0;
+};
+PortReservation reserve_free_port(const std::string& host);
 
 }  // namespace plait::cli
