@@ -14,6 +14,10 @@ at once; the buffers stay pinned until the operation is done, even if the Work i
 Failures raise plait.Error subclasses carrying the same message, category and context (rank,
 peer, op) as the C++ library; bad arguments raise plait.InvalidUsageError and start nothing.
 
+plait.DeadlineAllreduce(comm, deadline=0.02) reduces each step over the ranks whose values
+reached the aggregator by the deadline (every rank gets the same values and contributor set;
+late="carry" adds a late rank's values to its next step). Torch tensors: pass tensor.numpy().
+
 plait.rdma has the one-sided API (registered windows, put/get/atomics, completion queues);
 plait.ps the parameter server; plait.compress the gradient compressors and the compressed
 allreduce.
@@ -23,6 +27,7 @@ from ._plait import (  # noqa: F401
     ANY_SOURCE,
     AbortedError,
     Communicator,
+    DeadlineAllreduce,
     Error,
     InvalidUsageError,
     RemoteError,
@@ -36,6 +41,7 @@ __all__ = [
     "ANY_SOURCE",
     "AbortedError",
     "Communicator",
+    "DeadlineAllreduce",
     "Error",
     "InvalidUsageError",
     "RemoteError",

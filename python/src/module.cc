@@ -17,6 +17,7 @@ namespace plait::python {
 void register_ps(py::module_& m);
 void register_compress(py::module_& m);
 void register_checkpoint(py::module_& m);
+void register_deadline(py::module_& m);
 }
 
 namespace {
@@ -139,6 +140,7 @@ PYBIND11_MODULE(_plait, m) {
   register_rdma(m);
   register_ps(m);
   register_compress(m);
+  register_deadline(m);
   register_checkpoint(m);
 
   m.def("init", &init, py::arg("timeout") = 60.0,

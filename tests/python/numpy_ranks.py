@@ -386,7 +386,35 @@ def shrink_healthy(c):
     assert (a == c.size * (c.size + 1) // 2).all(), a
 
 
-CASES = {"collectives": collectives, "shrink_healthy": shrink_healthy, "point_to_point": point_to_point, "split": split,
+def deadline(c):
+    # Random lateness: every rank gets the same contributors and the exact sum over them.
+    rng = np.random.default_rng(c.rank)
+    dl = plait.DeadlineAllreduce(c, deadline=0.01)
+    partial = 0
+    for step in range(20):
+        time.sleep(rng.uniform(0, 0.03))
+        a = np.full(1000, 100 * (c.rank + 1) + step, np.int64)
+        info = dl.allreduce(a)
+        assert info["step"] == step, info
+        expect = sum(100 * (r + 1) + step for r in info["contributors"])
+        assert (a == expect).all(), (a[:3], expect, info)
+        assert info["contributed"] == (c.rank in info["contributors"]), info
+        partial += len(info["contributors"]) < c.size
+        seen = np.zeros(c.size * c.size, np.int64)
+        mine = np.zeros(c.size, np.int64)
+        mine[info["contributors"]] = 1
+        c.allgather(mine, seen).wait()
+        assert (seen.reshape(c.size, c.size) == mine).all(), seen
+    dl.close()
+    try:
+        plait.DeadlineAllreduce(c, deadline=0)
+        raise AssertionError("a deadline of 0 was accepted")
+    except plait.InvalidUsageError as e:
+        assert "the deadline must be more than 0" in str(e), e
+    print(f"rank {c.rank}: partial steps {partial}", flush=True)
+
+
+CASES = {"collectives": collectives, "shrink_healthy": shrink_healthy, "deadline": deadline, "point_to_point": point_to_point, "split": split,
          "errors": errors, "dropped_work": dropped_work, "rooted": rooted,
          "v_collectives": v_collectives, "argument_errors": argument_errors}
 

@@ -19,7 +19,8 @@ def run_ranks(n, case, timeout=120):
 def test_import_exposes_the_api():
     import plait
 
-    for name in ("init", "Communicator", "Work", "Error", "TimeoutError", "ANY_SOURCE"):
+    for name in ("init", "Communicator", "Work", "Error", "TimeoutError", "ANY_SOURCE",
+                 "DeadlineAllreduce"):
         assert hasattr(plait, name), name
     for op in ("allreduce", "reduce", "broadcast", "allgather", "allgatherv", "reduce_scatter",
                "reduce_scatterv", "alltoall", "alltoallv", "gather", "scatter", "barrier", "send",
@@ -52,6 +53,12 @@ def test_shrink_of_a_healthy_communicator_keeps_every_rank():
     code, out = run_ranks(3, "shrink_healthy")
     assert code == 0, out
     assert out.count("shrink_healthy ok") == 3, out
+
+
+def test_deadline_allreduce_agrees_on_the_contributors_and_refuses_a_zero_deadline():
+    code, out = run_ranks(3, "deadline")
+    assert code == 0, out
+    assert out.count("deadline ok") == 3, out
 
 
 def test_errors_are_python_exceptions_with_context():

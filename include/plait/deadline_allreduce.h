@@ -1,0 +1,97 @@
+// Allreduce with a deadline: a step does not wait for ranks that are late.
+//
+//   plait::deadline::Options opts{.deadline = std::chrono::milliseconds(20)};
+//   plait::deadline::DeadlineAllreduce dl(*comm, opts);   // collective
+//   auto step = dl.allreduce(grad, n, DataType::kF32, ReduceOp::kAvg);
+//   // grad: the mean over step.contributors, the same bytes on every rank
+//
+// One rank, the aggregator (`root`), collects the contributions of each step on a thread of
+// its own. The clock starts at the step's first arrival, or at the previous step's result
+// with kStepStart. At the deadline, or as soon as every rank (or size - backup ranks) has
+// arrived, it reduces what it has and sends the result to every rank, with the set it
+// reduced. So every rank gets the same values and the same contributor set. A contribution
+// that comes later is dropped at the aggregator. With LatePolicy::kCarry, the late rank adds
+// it to its next contribution: nothing is lost, it arrives one step late (error feedback).
+//
+// The aggregator thread takes part in no step's compute. A rank slow to compute its
+// gradient (even the aggregator's own process) does not hold it up. A rank that misses
+// `report_after` deadlines in a row is logged, and every rank sees it in StepResult::slow.
+//
+// Collective rules as for any collective: every rank calls allreduce() once per step, in the
+// same order, with the same count, dtype and op; a difference fails the step on every rank,
+// naming the rank. Dead peers and the communicator's timeout end a step with an error, never
+// a hang: a step also waits past its deadline until `min_contributors` have arrived, at most
+// the communicator's timeout.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "plait/communicator.h"
+
+namespace plait::deadline {
+
+enum class LatePolicy : uint8_t {
+  kDrop,   // a late contribution is lost
+  kCarry,  // the late rank adds it to its next contribution (error feedback)
+};
+
+enum class DeadlineFrom : uint8_t {
+  kFirstArrival,  // the step's deadline is `deadline` after its first contribution arrives
+  kStepStart,     // ... after the previous step's result went out (a time budget per step)
+};
+
+struct Options {
+  std::chrono::microseconds deadline{0};  // more than 0
+  DeadlineFrom from = DeadlineFrom::kFirstArrival;
+  LatePolicy late = LatePolicy::kDrop;
+  // A step waits past its deadline until this many contributions have arrived (1..size).
+  int min_contributors = 1;
+  // Backup workers: a step ends as soon as size - backup contributions have arrived, even
+  // before its deadline (0..size-1; 0: only the deadline or everyone ends a step early).
+  int backup = 0;
+  // Consecutive missed steps after which a rank is reported (logged and in StepResult::slow).
+  int report_after = 3;
+  int root = 0;  // the aggregating rank
+};
+
+struct StepResult {
+  uint64_t step = 0;
+  std::vector<int> contributors;  // ranks whose values are in the result, ascending
+  bool contributed = false;       // this rank is one of them
+  std::vector<int> slow;          // ranks that missed at least report_after steps in a row
+  // 1 - contributors / size: the share of the ranks' contributions this step went without
+  // (with kCarry they are added to the next step instead).
+  double dropped_fraction = 0;
+  double wait_seconds = 0;  // from this rank's call until the result was here
+};
+
+class DeadlineAllreduce {
+ public:
+  // Collective over `comm`: every rank constructs one with the same options. It splits two
+  // communicators off `comm` (contributions and results) and starts the aggregator thread on
+  // the root. Throws Error(kInvalidUsage) for options out of range.
+  DeadlineAllreduce(Communicator& comm, const Options& options);
+  ~DeadlineAllreduce();
+  DeadlineAllreduce(const DeadlineAllreduce&) = delete;
+  DeadlineAllreduce& operator=(const DeadlineAllreduce&) = delete;
+
+  // In place: on return data[0..count) holds the reduction over the step's contributors (for
+  // kAvg their mean), identical on every rank. Blocks until the result is here. `key` names
+  // the tensor for kCarry (a late contribution is added to the next call with the same key:
+  // a DDP hook passes its bucket's index).
+  StepResult allreduce(void* data, size_t count, DataType dtype, ReduceOp op, uint64_t key = 0);
+
+  int rank() const;
+  int size() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plait::deadline

@@ -1,0 +1,368 @@
+// The deadline allreduce's aggregator thread; see aggregator.h.
+#include "coll/deadline/aggregator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/reduce.h"
+
+namespace plait::deadline {
+namespace {
+
+std::string list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
+  return s;
+}
+
+std::string shape_text(const wire::ContributionHeader& h) {
+  return std::to_string(h.count) + " x " + std::string(to_string(static_cast<DataType>(h.dtype))) +
+         " " + std::string(to_string(static_cast<ReduceOp>(h.op)));
+}
+
+}  // namespace
+
+Aggregator::Aggregator(std::shared_ptr<Communicator> contributions,
+                       std::shared_ptr<Communicator> results, const Options& options)
+    : contributions_(std::move(contributions)),
+      results_(std::move(results)),
+      options_(options),
+      size_(contributions_->size()),
+      me_(contributions_->rank()),
+      consecutive_misses_(static_cast<size_t>(size_), 0),
+      gone_(static_cast<size_t>(size_), false) {
+  open_step(0);
+  thread_ = std::thread([this] { run(); });
+}
+
+Aggregator::~Aggregator() {
+  {
+    std::lock_guard lock(queue_->mu);
+    stop_ = true;
+  }
+  queue_->cv.notify_all();
+  thread_.join();
+  // Dropping the communicators cancels every receive still posted into our buffers (and
+  // fails the sends), so no byte lands in them once they are freed below.
+  contributions_.reset();
+  results_.reset();
+}
+
+void Aggregator::contribute_local(const wire::ContributionHeader& header,
+                                  std::vector<char> values) {
+  {
+    std::lock_guard lock(queue_->mu);
+    local_[header.step] = {header, std::move(values)};
+  }
+  queue_->push({EventQueue::Kind::kLocal, me_, header.step});
+}
+
+LocalResult Aggregator::take_result(uint64_t step, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(queue_->mu);
+  const auto until = Clock::now() + timeout;
+  for (;;) {
+    if (auto it = decided_.find(step); it != decided_.end()) {
+      LocalResult r = std::move(it->second);
+      decided_.erase(it);
+      return r;
+    }
+    if (error_) throw *error_;
+    if (result_cv_.wait_until(lock, until) == std::cv_status::timeout && !decided_.count(step) &&
+        !error_)
+      throw timeout_error("deadline allreduce step " + std::to_string(step) +
+                              ": no result within the timeout " + std::to_string(timeout.count()) +
+                              " ms (the aggregator is this rank's own thread)",
+                          {.rank = me_, .op = "deadline allreduce"});
+  }
+}
+
+void Aggregator::run() {
+  // After stop_, the thread drains: late contributions to decided steps still arrive, and
+  // every result must reach its rank before the buffers go (a peer still reads them).
+  std::optional<Clock::time_point> drain_until;
+  for (;;) {
+    Clock::time_point wake = try_decide();
+    std::deque<EventQueue::Event> events;
+    {
+      std::unique_lock lock(queue_->mu);
+      if (stop_ && !drain_until) {
+        drain_until = Clock::now() + contributions_->timeout();
+        draining_ = true;
+      }
+      if (drain_until) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(5));
+      queue_->cv.wait_until(lock, wake, [&] {
+        return (stop_ && !drain_until) || !queue_->events.empty();
+      });
+      events.swap(queue_->events);
+      if (stop_ && !drain_until) continue;
+    }
+    try {
+      for (const auto& e : events) handle(e);
+    } catch (const Error& e) {
+      fail(e);
+    }
+    reap_sends();
+    {
+      std::lock_guard lock(queue_->mu);
+      if (error_) break;
+    }
+    if (drain_until && (drained() || Clock::now() >= *drain_until)) return;
+  }
+  // Failed: nothing more can be decided; wait for the end.
+  std::unique_lock lock(queue_->mu);
+  queue_->cv.wait(lock, [&] { return stop_; });
+}
+
+bool Aggregator::drained() const {
+  return sends_.empty() && (steps_.empty() || steps_.begin()->first >= next_);
+}
+
+void Aggregator::open_step(uint64_t step) {
+  Step& st = steps_[step];
+  st.slots.resize(static_cast<size_t>(size_));
+  st.pending = size_;
+  for (int r = 0; r < size_; ++r) {
+    if (r == me_) continue;
+    Slot& slot = st.slots[static_cast<size_t>(r)];
+    if (gone_[static_cast<size_t>(r)]) {
+      slot.closed = true;
+      --st.pending;
+      continue;
+    }
+    slot.header_work = contributions_->recv(slot.header.data(), slot.header.size(), DataType::kU8,
+                                            r, wire::tag(step, 0));
+    std::weak_ptr<EventQueue> q = queue_;
+    slot.header_work->on_complete([q, r, step] {
+      if (auto queue = q.lock()) queue->push({EventQueue::Kind::kHeader, r, step});
+    });
+  }
+}
+
+void Aggregator::handle(const EventQueue::Event& e) {
+  auto it = steps_.find(e.step);
+  if (it == steps_.end()) return;  // a step already closed (cannot happen: every slot counts)
+  Step& st = it->second;
+  Slot& slot = st.slots[static_cast<size_t>(e.rank)];
+  const ErrorContext ctx{.rank = me_, .peer = e.rank, .op = "deadline allreduce",
+                         .seq = static_cast<int64_t>(e.step)};
+  if (slot.closed) return;
+  switch (e.kind) {
+    case EventQueue::Kind::kHeader: {
+      if (auto err = slot.header_work->error()) {
+        if (err->category() != ErrorCategory::kRemote) throw *err;
+        rank_gone(e.rank, *err);
+        break;
+      }
+      std::memcpy(&slot.parsed, slot.header.data(), sizeof slot.parsed);
+      if (slot.parsed.magic != wire::kContributionMagic || slot.parsed.step != e.step)
+        throw invalid_usage("rank " + std::to_string(e.rank) + " sent a malformed contribution to step " +
+                                std::to_string(e.step),
+                            ctx);
+      check_shape(st, e.step, e.rank, slot.parsed);
+      const size_t bytes = slot.parsed.count * dtype_size(static_cast<DataType>(slot.parsed.dtype));
+      slot.values.resize(bytes);
+      slot.values_work = contributions_->recv(slot.values.data(), bytes, DataType::kU8, e.rank,
+                                              wire::tag(e.step, 1));
+      std::weak_ptr<EventQueue> q = queue_;
+      const int r = e.rank;
+      const uint64_t step = e.step;
+      slot.values_work->on_complete([q, r, step] {
+        if (auto queue = q.lock()) queue->push({EventQueue::Kind::kValues, r, step});
+      });
+      return;
+    }
+    case EventQueue::Kind::kValues:
+      if (auto err = slot.values_work->error()) {
+        if (err->category() != ErrorCategory::kRemote) throw *err;
+        rank_gone(e.rank, *err);
+        break;
+      }
+      arrived(st, e.step, e.rank);
+      break;
+    case EventQueue::Kind::kLocal: {
+      {
+        std::lock_guard lock(queue_->mu);
+        auto local = local_.find(e.step);
+        slot.parsed = local->second.first;
+        slot.values = std::move(local->second.second);
+        local_.erase(local);
+      }
+      check_shape(st, e.step, e.rank, slot.parsed);
+      arrived(st, e.step, e.rank);
+      break;
+    }
+  }
+  if (st.decided && st.pending == 0) steps_.erase(it);
+}
+
+void Aggregator::rank_gone(int rank, const Error& why) {
+  if (gone_[static_cast<size_t>(rank)]) return;
+  gone_[static_cast<size_t>(rank)] = true;
+  // Expected while draining (the ranks finish and leave); news in the middle of training.
+  log(draining_ ? LogLevel::kDebug : LogLevel::kWarn, "deadline allreduce: rank ", rank,
+      " is gone (", why.what(), "); the steps go on without it");
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    Slot& slot = it->second.slots[static_cast<size_t>(rank)];
+    if (!slot.arrived && !slot.closed) {
+      slot.closed = true;
+      --it->second.pending;
+    }
+    if (it->second.decided && it->second.pending == 0) it = steps_.erase(it);
+    else ++it;
+  }
+}
+
+void Aggregator::check_shape(Step& st, uint64_t step, int rank, const wire::ContributionHeader& h) {
+  if (!st.shape) {
+    st.shape = h;
+    st.shape_from = rank;
+    return;
+  }
+  if (st.shape->count == h.count && st.shape->dtype == h.dtype && st.shape->op == h.op) return;
+  throw invalid_usage("deadline allreduce step " + std::to_string(step) + " differs across ranks: rank " +
+                          std::to_string(rank) + " passed " + shape_text(h) + ", rank " +
+                          std::to_string(st.shape_from) + " passed " + shape_text(*st.shape),
+                      {.rank = me_, .peer = rank, .op = "deadline allreduce",
+                       .seq = static_cast<int64_t>(step)});
+}
+
+void Aggregator::arrived(Step& st, uint64_t step, int rank) {
+  Slot& slot = st.slots[static_cast<size_t>(rank)];
+  --st.pending;
+  if (st.decided) {
+    // Late: its step went without it; with kCarry the rank itself adds it to its next one.
+    slot.values = {};
+    log(LogLevel::kDebug, "deadline allreduce: rank ", rank, "'s contribution to step ", step,
+        " came ", seconds_since(last_result_) * 1e3, " ms after a later step's result");
+    return;
+  }
+  slot.arrived = true;
+  if (st.arrived++ == 0) st.first = Clock::now();
+}
+
+Clock::time_point Aggregator::try_decide() {
+  for (;;) {
+    Step& st = steps_[next_];
+    if (st.slots.empty()) open_step(next_);
+    if (st.arrived == 0) return Clock::time_point::max();
+    const auto d = options_.deadline;
+    const Clock::time_point start =
+        options_.from == DeadlineFrom::kStepStart && next_ > 0 ? last_result_ : st.first;
+    const Clock::time_point due = start + d;
+    int present = 0;
+    for (bool g : gone_) present += g ? 0 : 1;
+    const bool everyone = st.arrived >= present;
+    const bool enough = options_.backup > 0 && st.arrived >= size_ - options_.backup;
+    const bool late = Clock::now() >= due && st.arrived >= options_.min_contributors;
+    if (!(everyone || enough || late)) {
+      if (st.arrived < options_.min_contributors && Clock::now() >= due + contributions_->timeout()) {
+        fail(timeout_error("deadline allreduce step " + std::to_string(next_) + ": only " +
+                               std::to_string(st.arrived) + " of " + std::to_string(size_) +
+                               " contributions arrived, " + std::to_string(options_.min_contributors) +
+                               " needed (min_contributors), within the deadline and the timeout",
+                           {.rank = me_, .op = "deadline allreduce", .seq = static_cast<int64_t>(next_)}));
+        return Clock::time_point::max();
+      }
+      return st.arrived < options_.min_contributors && Clock::now() >= due
+                 ? due + contributions_->timeout()
+                 : due;
+    }
+    try {
+      decide(st, next_);
+    } catch (const Error& e) {
+      fail(e);
+      return Clock::time_point::max();
+    }
+    if (st.pending == 0) steps_.erase(next_);
+    ++next_;
+  }
+}
+
+void Aggregator::decide(Step& st, uint64_t step) {
+  const auto& shape = *st.shape;
+  const auto dtype = static_cast<DataType>(shape.dtype);
+  const auto op = static_cast<ReduceOp>(shape.op);
+  wire::ResultHeader header;
+  header.step = step;
+  header.count = shape.count;
+  header.contributors.assign(wire::mask_words(size_), 0);
+  header.slow.assign(wire::mask_words(size_), 0);
+  // In rank order, whatever the arrival order: the result depends only on the set.
+  auto values = std::make_shared<std::vector<char>>();
+  int n = 0;
+  for (int r = 0; r < size_; ++r) {
+    Slot& slot = st.slots[static_cast<size_t>(r)];
+    if (slot.arrived) {
+      wire::set_bit(header.contributors, r);
+      if (n++ == 0) *values = std::move(slot.values);
+      else reduce_inplace(dtype, op, values->data(), slot.values.data(), shape.count);
+      slot.values = {};
+      consecutive_misses_[static_cast<size_t>(r)] = 0;
+    } else if (++consecutive_misses_[static_cast<size_t>(r)] == options_.report_after) {
+      log(LogLevel::kWarn, "deadline allreduce: rank ", r, " missed the deadline of ",
+          options_.report_after, " steps in a row (up to step ", step, ")");
+    }
+  }
+  if (op == ReduceOp::kAvg) scale_divide(dtype, values->data(), shape.count, n);
+  for (int r = 0; r < size_; ++r)
+    if (consecutive_misses_[static_cast<size_t>(r)] >= options_.report_after) wire::set_bit(header.slow, r);
+  st.decided = true;
+  last_result_ = Clock::now();
+  if (log_enabled(LogLevel::kDebug))
+    log(LogLevel::kDebug, "deadline allreduce step ", step, ": contributors [",
+        list(wire::ranks_of(header.contributors, size_)), "] of ", size_);
+
+  auto encoded = std::make_shared<std::vector<char>>();
+  header.encode(*encoded, size_);
+  PendingSend send{encoded, values, {}};
+  for (int r = 0; r < size_; ++r) {
+    if (r == me_ || gone_[static_cast<size_t>(r)]) continue;
+    send.works.emplace_back(r, results_->send(encoded->data(), encoded->size(), DataType::kU8, r,
+                                              wire::tag(step, 0)));
+    send.works.emplace_back(r, results_->send(values->data(), values->size(), DataType::kU8, r,
+                                              wire::tag(step, 1)));
+  }
+  sends_.push_back(std::move(send));
+  {
+    std::lock_guard lock(queue_->mu);
+    decided_[step] = LocalResult{header, values};
+  }
+  result_cv_.notify_all();
+  open_step(step + 1);
+}
+
+void Aggregator::reap_sends() {
+  while (!sends_.empty()) {
+    auto& front = sends_.front();
+    for (auto& [rank, w] : front.works) {
+      if (!w->test()) return;
+      if (auto err = w->error()) {
+        if (err->category() != ErrorCategory::kRemote) {
+          fail(*err);
+          return;
+        }
+        rank_gone(rank, *err);
+      }
+    }
+    sends_.pop_front();
+  }
+}
+
+void Aggregator::fail(const Error& e) {
+  {
+    std::lock_guard lock(queue_->mu);
+    if (error_) return;
+    error_ = std::make_shared<const Error>(e);
+  }
+  log(LogLevel::kError, e.what());
+  // The other ranks wait on these communicators: the abort tells them why.
+  contributions_->abort(e.what());
+  results_->abort(e.what());
+  result_cv_.notify_all();
+}
+
+}  // namespace plait::deadline

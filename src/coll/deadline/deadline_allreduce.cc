@@ -1,0 +1,200 @@
+// DeadlineAllreduce: what every rank's caller does each step (send its contribution to the
+// aggregator, receive the result and the contributor set); the aggregator itself is in
+// aggregator.cc.
+#include "plait/deadline_allreduce.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "coll/deadline/aggregator.h"
+#include "core/reduce.h"
+
+namespace plait::deadline {
+
+struct DeadlineAllreduce::Impl {
+  Options options;
+  std::shared_ptr<Communicator> contributions, results;
+  int rank = 0, size = 1;
+  uint64_t next_step = 0;
+  std::unique_ptr<Aggregator> aggregator;  // on the root
+  // kCarry: by key, what this rank sent to a step that went without it.
+  struct Residual {
+    std::vector<char> values;
+    size_t count = 0;
+    DataType dtype = DataType::kF32;
+  };
+  std::map<uint64_t, Residual> residuals;
+  // Sends still in flight, with their buffers.
+  struct Sent {
+    wire::ContributionHeader header;
+    std::vector<char> values;
+    WorkPtr header_work, values_work;
+  };
+  std::deque<std::unique_ptr<Sent>> sends;
+  std::vector<char> result_header;
+
+  ~Impl() {
+    aggregator.reset();
+    // Our last contributions must reach the aggregator before their buffers go (it may be
+    // reading them right now); bounded by each send's own deadline.
+    for (auto& s : sends) {
+      try {
+        s->header_work->wait();
+        s->values_work->wait();
+      } catch (const Error&) {
+        // The aggregator is gone or failed: nothing left to deliver to.
+      }
+    }
+    // Cancels what is still posted before the buffers above go.
+    contributions.reset();
+    results.reset();
+  }
+
+  std::chrono::milliseconds step_timeout() const {
+    return contributions->timeout() +
+           std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline) +
+           std::chrono::seconds(1);
+  }
+  void reap_sends(size_t keep) {
+    while (!sends.empty()) {
+      auto& s = *sends.front();
+      if (sends.size() > keep) {
+        s.header_work->wait();
+        s.values_work->wait();
+      } else if (!s.header_work->test() || !s.values_work->test()) {
+        return;
+      }
+      if (auto e = s.header_work->error()) throw *e;
+      if (auto e = s.values_work->error()) throw *e;
+      sends.pop_front();
+    }
+  }
+};
+
+namespace {
+
+void check_options(const Options& o, int size, int rank) {
+  const ErrorContext ctx{.rank = rank, .op = "deadline allreduce"};
+  if (o.deadline.count() <= 0)
+    throw invalid_usage("the deadline must be more than 0 (it was " +
+                            std::to_string(o.deadline.count()) + " us)", ctx);
+  if (o.min_contributors < 1 || o.min_contributors > size)
+    throw invalid_usage("min_contributors must be 1.." + std::to_string(size) + ", not " +
+                            std::to_string(o.min_contributors), ctx);
+  if (o.backup < 0 || o.backup >= size)
+    throw invalid_usage("backup must be 0.." + std::to_string(size - 1) + ", not " +
+                            std::to_string(o.backup), ctx);
+  if (o.report_after < 1)
+    throw invalid_usage("report_after must be at least 1, not " + std::to_string(o.report_after), ctx);
+  if (o.root < 0 || o.root >= size)
+    throw invalid_usage("root " + std::to_string(o.root) + " out of range for " +
+                            std::to_string(size) + " ranks", ctx);
+}
+
+}  // namespace
+
+DeadlineAllreduce::DeadlineAllreduce(Communicator& comm, const Options& options)
+    : impl_(std::make_unique<Impl>()) {
+  check_options(options, comm.size(), comm.rank());
+  impl_->options = options;
+  impl_->rank = comm.rank();
+  impl_->size = comm.size();
+  // Ranks keep their order; the root's aggregator thread owns its side of both.
+  impl_->contributions = comm.split(0, comm.rank());
+  impl_->results = comm.split(0, comm.rank());
+  impl_->result_header.resize(wire::ResultHeader::bytes(comm.size()));
+  if (comm.rank() == options.root)
+    impl_->aggregator =
+        std::make_unique<Aggregator>(impl_->contributions, impl_->results, options);
+}
+
+DeadlineAllreduce::~DeadlineAllreduce() = default;
+
+int DeadlineAllreduce::rank() const { return impl_->rank; }
+int DeadlineAllreduce::size() const { return impl_->size; }
+
+StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                                        uint64_t key) {
+  Impl& m = *impl_;
+  const uint64_t step = m.next_step;
+  const ErrorContext ctx{.rank = m.rank, .op = "deadline allreduce", .seq = static_cast<int64_t>(step)};
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, dtype_size(dtype), &bytes))
+    throw invalid_usage("count " + std::to_string(count) + " overflows", ctx);
+  if (data == nullptr && count > 0) throw invalid_usage("data is null", ctx);
+  ++m.next_step;
+  const auto started = Clock::now();
+
+  auto sent = std::make_unique<Impl::Sent>();
+  sent->header.step = step;
+  sent->header.count = count;
+  sent->header.dtype = static_cast<uint8_t>(dtype);
+  sent->header.op = static_cast<uint8_t>(op);
+  sent->values.resize(bytes);
+  std::memcpy(sent->values.data(), data, bytes);
+  const bool carry = m.options.late == LatePolicy::kCarry;
+  if (carry) {
+    if (auto it = m.residuals.find(key); it != m.residuals.end()) {
+      if (it->second.count != count || it->second.dtype != dtype)
+        throw invalid_usage("key " + std::to_string(key) + " carries " +
+                                std::to_string(it->second.count) + " x " +
+                                std::string(to_string(it->second.dtype)) + " from a late step, but this call passes " +
+                                std::to_string(count) + " x " + std::string(to_string(dtype)),
+                            ctx);
+      reduce_inplace(dtype, op == ReduceOp::kAvg ? ReduceOp::kSum : op, sent->values.data(),
+                     it->second.values.data(), count);
+      m.residuals.erase(it);
+    }
+  }
+  std::vector<char> kept;  // what this rank sent, should the step go without it
+  if (carry) kept = sent->values;
+
+  wire::ResultHeader header;
+  const auto timeout = m.step_timeout();
+  if (m.aggregator) {
+    m.aggregator->contribute_local(sent->header, std::move(sent->values));
+    LocalResult r = m.aggregator->take_result(step, timeout);
+    header = std::move(r.header);
+    std::memcpy(data, r.values->data(), bytes);
+  } else {
+    const int root = m.options.root;
+    const CallOptions call{.timeout = timeout};
+    try {
+      m.reap_sends(1);
+      sent->header_work = m.contributions->send(&sent->header, sizeof sent->header, DataType::kU8,
+                                                root, wire::tag(step, 0), call);
+      sent->values_work = m.contributions->send(sent->values.data(), bytes, DataType::kU8, root,
+                                                wire::tag(step, 1), call);
+      m.sends.push_back(std::move(sent));
+      auto hw = m.results->recv(m.result_header.data(), m.result_header.size(), DataType::kU8,
+                                root, wire::tag(step, 0), call);
+      auto vw = m.results->recv(data, bytes, DataType::kU8, root, wire::tag(step, 1), call);
+      hw->wait();
+      vw->wait();
+      if (vw->bytes() != bytes)
+        throw invalid_usage("the result of step " + std::to_string(step) + " has " +
+                                std::to_string(vw->bytes()) + " bytes, this rank passed " +
+                                std::to_string(bytes) + " (the ranks passed different counts)",
+                            ctx);
+    } catch (const Error& e) {
+      throw e.with_context(ctx);
+    }
+    if (!header.decode(m.result_header.data(), m.size) || header.step != step)
+      throw remote_error("the aggregator (rank " + std::to_string(root) +
+                             ") sent a malformed result header for step " + std::to_string(step), ctx);
+  }
+
+  StepResult out;
+  out.step = step;
+  out.contributors = wire::ranks_of(header.contributors, m.size);
+  out.contributed = wire::bit(header.contributors, m.rank);
+  out.slow = wire::ranks_of(header.slow, m.size);
+  out.dropped_fraction = 1.0 - static_cast<double>(out.contributors.size()) / m.size;
+  out.wait_seconds = seconds_since(started);
+  if (carry && !out.contributed)
+    m.residuals[key] = Impl::Residual{std::move(kept), count, dtype};
+  return out;
+}
+
+}  // namespace plait::deadline

@@ -1,0 +1,227 @@
+// The deadline allreduce on real ranks: under random arrival delays every rank gets the same
+// contributor set and the exact reduction over it; kCarry loses nothing; backup workers end
+// a step without the slowest rank, which is reported; mismatched calls and bad options give
+// clear errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plait/deadline_allreduce.h"
+#include "plait/plait.h"
+#include "support/job.h"
+
+namespace plait::testing {
+namespace {
+
+using deadline::DeadlineAllreduce;
+using deadline::LatePolicy;
+using deadline::Options;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+// What rank r contributes to step s: integers, so sums are exact in any order.
+int64_t value(int r, uint64_t s, size_t i) { return 1000 * (r + 1) + 10 * static_cast<int64_t>(s) + static_cast<int64_t>(i % 7); }
+
+std::string mask_text(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += std::to_string(r) + ",";
+  return s;
+}
+
+int deadline_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int me = comm->rank(), n = comm->size();
+  Options o;
+  o.deadline = std::chrono::milliseconds(env_int("DL_DEADLINE_MS", 20));
+  o.late = env_int("DL_CARRY", 0) ? LatePolicy::kCarry : LatePolicy::kDrop;
+  o.backup = env_int("DL_BACKUP", 0);
+  o.root = env_int("DL_ROOT", 0);
+  const int steps = env_int("DL_STEPS", 30);
+  const int max_delay_ms = env_int("DL_MAX_DELAY_MS", 0);
+  const int slow_rank = env_int("DL_SLOW_RANK", -1);
+  const size_t count = static_cast<size_t>(env_int("DL_COUNT", 1000));
+  std::mt19937 rng(static_cast<unsigned>(1234 + me));
+  try {
+    DeadlineAllreduce dl(*comm, o);
+    std::vector<int64_t> buf(count);
+    int64_t sent_total = 0, result_total = 0;
+    int partial = 0;
+    auto run_step = [&](uint64_t s, bool contribute, int delay_ms) {
+      if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      for (size_t i = 0; i < count; ++i) buf[i] = contribute ? value(me, s, i) : 0;
+      if (contribute) sent_total += buf[0];
+      auto r = dl.allreduce(buf.data(), count, DataType::kI64, ReduceOp::kSum);
+      result_total += buf[0];
+      if (r.contributors.size() < static_cast<size_t>(n)) ++partial;
+      // Without carrying, the result is exactly the sum over the contributors.
+      if (o.late == LatePolicy::kDrop)
+        for (size_t i = 0; i < count; ++i) {
+          int64_t expect = 0;
+          for (int c : r.contributors) expect += value(c, s, i);
+          if (buf[i] != expect) {
+            std::printf("BAD step %llu element %zu: %lld != %lld\n", static_cast<unsigned long long>(s),
+                        i, static_cast<long long>(buf[i]), static_cast<long long>(expect));
+            std::exit(4);
+          }
+        }
+      std::printf("step %llu contributors %s result %lld slow %s\n",
+                  static_cast<unsigned long long>(s), mask_text(r.contributors).c_str(),
+                  static_cast<long long>(buf[count - 1]), mask_text(r.slow).c_str());
+      return r;
+    };
+    uint64_t s = 0;
+    for (; s < static_cast<uint64_t>(steps); ++s) {
+      int delay = max_delay_ms > 0 ? static_cast<int>(rng() % static_cast<unsigned>(max_delay_ms)) : 0;
+      if (me == slow_rank) delay = env_int("DL_SLOW_MS", 500);
+      run_step(s, true, delay);
+    }
+    if (o.late == LatePolicy::kCarry) {
+      // Flush: zero contributions until a step has everyone, so every carried value is in.
+      for (;; ++s)
+        if (run_step(s, false, 0).contributors.size() == static_cast<size_t>(n)) break;
+      long long totals[2] = {sent_total, result_total}, all[2 * 64];
+      comm->allgather(totals, all, 2, DataType::kI64)->wait();
+      long long sent_all = 0;
+      for (int r = 0; r < n; ++r) sent_all += all[2 * r];
+      // Every rank's results add up to everything every rank sent: nothing was lost.
+      std::printf("carry sent %lld received %lld\n", sent_all, static_cast<long long>(result_total));
+    }
+    std::printf("partial steps %d\n", partial);
+  } catch (const Error& e) {
+    std::printf("ERROR %s: %s\n", std::string(to_string(e.category())).c_str(), e.what());
+    return 3;
+  }
+  std::printf("ok\n");
+  return 0;
+}
+ChildMode deadline_mode("deadline", deadline_child);
+
+std::vector<RankResult> run(int n, std::map<std::string, std::string> env) {
+  env["PLAIT_TIMEOUT"] = "60000";
+  return spawn_ranks(n, [n] {
+    std::vector<int> all;
+    for (int r = 0; r < n; ++r) all.push_back(r);
+    return all;
+  }(), "deadline", [&](int) { return env; });
+}
+
+// The "step ..." lines of a rank's output, which must be the same on every rank.
+std::vector<std::string> step_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < out.size();) {
+    size_t end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    if (out.compare(at, 5, "step ") == 0) lines.push_back(out.substr(at, end - at));
+    at = end + 1;
+  }
+  return lines;
+}
+
+TEST(DeadlineAllreduce, UnderRandomDelaysEveryRankAgreesAndTheSumIsExact) {
+  for (const char* root : {"0", "2"}) {
+    auto results = run(4, {{"DL_MAX_DELAY_MS", "40"}, {"DL_DEADLINE_MS", "15"}, {"DL_ROOT", root}});
+    ASSERT_EQ(results.size(), 4u);
+    for (const auto& r : results) ASSERT_EQ(r.status, 0) << r.output;
+    const auto reference = step_lines(results[0].output);
+    ASSERT_EQ(reference.size(), 30u) << results[0].output;
+    for (const auto& r : results) EXPECT_EQ(step_lines(r.output), reference) << "rank " << r.rank;
+  }
+}
+
+TEST(DeadlineAllreduce, WithoutStragglersEveryoneContributes) {
+  auto results = run(3, {{"DL_DEADLINE_MS", "20000"}, {"DL_STEPS", "20"}, {"DL_COUNT", "100000"}});
+  for (const auto& r : results) {
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("partial steps 0\n"), std::string::npos) << r.output;
+  }
+}
+
+TEST(DeadlineAllreduce, CarryLosesNothing) {
+  auto results = run(4, {{"DL_MAX_DELAY_MS", "40"}, {"DL_DEADLINE_MS", "10"}, {"DL_CARRY", "1"}});
+  for (const auto& r : results) {
+    ASSERT_EQ(r.status, 0) << r.output;
+    size_t at = r.output.find("carry sent ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    long long sent = 0, received = 0;
+    std::sscanf(r.output.c_str() + at, "carry sent %lld received %lld", &sent, &received);
+    EXPECT_EQ(sent, received) << r.output;
+  }
+  // The delays made some steps go without someone, or the test tested nothing.
+  EXPECT_EQ(results[0].output.find("partial steps 0\n"), std::string::npos) << results[0].output;
+}
+
+TEST(DeadlineAllreduce, BackupWorkersEndAStepWithoutTheSlowestWhichIsReported) {
+  auto results = run(4, {{"DL_DEADLINE_MS", "60000"}, {"DL_BACKUP", "1"}, {"DL_SLOW_RANK", "3"},
+                         {"DL_SLOW_MS", "400"}, {"DL_STEPS", "5"}});
+  for (const auto& r : results) {
+    ASSERT_EQ(r.status, 0) << r.output;
+    // The 60 s deadline never came: each step ended when three had arrived.
+    const auto lines = step_lines(r.output);
+    ASSERT_EQ(lines.size(), 5u);
+    EXPECT_NE(lines.back().find("contributors 0,1,2, "), std::string::npos) << r.output;
+    EXPECT_NE(lines.back().find("slow 3,"), std::string::npos) << r.output;
+  }
+}
+
+int mismatch_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  try {
+    DeadlineAllreduce dl(*comm, Options{.deadline = std::chrono::seconds(5)});
+    std::vector<float> buf(64, 1.0f);
+    dl.allreduce(buf.data(), comm->rank() == 1 ? 32 : 64, DataType::kF32, ReduceOp::kSum);
+  } catch (const Error& e) {
+    std::printf("ERROR %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}
+ChildMode mismatch_mode("deadline_mismatch", mismatch_child);
+
+TEST(DeadlineAllreduce, RanksThatPassDifferentCountsAllGetAnErrorNamingTheRank) {
+  auto results = spawn_ranks(3, {0, 1, 2}, "deadline_mismatch", [](int) {
+    return std::map<std::string, std::string>{{"PLAIT_TIMEOUT", "20000"}};
+  });
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, 3) << r.output;
+    EXPECT_NE(r.output.find("deadline allreduce step 0 differs across ranks: rank "), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("rank 1 passed 32 x f32 sum"), std::string::npos) << r.output;
+  }
+}
+
+int bad_options_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  int refused = 0;
+  for (Options o : {Options{}, Options{.deadline = std::chrono::milliseconds(1), .min_contributors = 0},
+                    Options{.deadline = std::chrono::milliseconds(1), .backup = 2},
+                    Options{.deadline = std::chrono::milliseconds(1), .root = 5}}) {
+    try {
+      DeadlineAllreduce dl(*comm, o);
+    } catch (const Error& e) {
+      if (e.category() == ErrorCategory::kInvalidUsage) ++refused;
+      std::printf("refused: %s\n", e.what());
+    }
+  }
+  return refused == 4 ? 0 : 1;
+}
+ChildMode bad_options_mode("deadline_bad_options", bad_options_child);
+
+TEST(DeadlineAllreduce, BadOptionsAreRefusedBeforeAnythingStarts) {
+  auto results = spawn_ranks(2, {0, 1}, "deadline_bad_options", nullptr);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("the deadline must be more than 0"), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace plait::testing
