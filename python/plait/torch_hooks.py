@@ -40,9 +40,10 @@ import torch
 import torch.distributed as dist
 
 from . import compress as _pc
+from ._plait import DeadlineAllreduce as _DeadlineAllreduce
 from ._plait import PowerSgdSteps as _PowerSgdSteps
 
-__all__ = ["HookState", "make", "METHODS"]
+__all__ = ["DeadlineHookState", "HookState", "make", "make_deadline", "METHODS"]
 
 METHODS = _pc.METHODS + ("none", "auto")
 # "auto" compresses only when that is predicted to take at most this share of the plain
@@ -369,3 +370,36 @@ def _hook(state, bucket):
 def make(method, process_group=None, **params):
     """(state, hook) for DistributedDataParallel.register_comm_hook."""
     return HookState(method, process_group, **params), _hook
+
+
+class DeadlineHookState:
+    """The deadline hook's state: a plait.DeadlineAllreduce over `comm` and what it saw."""
+
+    def __init__(self, comm, deadline, late="drop", **options):
+        self.dl = _DeadlineAllreduce(comm, deadline=deadline, late=late, **options)
+        self.steps = 0             # buckets reduced
+        self.dropped = 0.0         # sum over buckets of the share of ranks it went without
+        self.missed = 0            # buckets this rank's gradient missed
+        self.slow = []             # the latest slow ranks, as the aggregator reports them
+
+
+def _deadline_hook(state, bucket):
+    buf = bucket.buffer()
+    info = state.dl.allreduce(buf.numpy(), op="avg", key=bucket.index())
+    state.steps += 1
+    state.dropped += info["dropped_fraction"]
+    state.missed += 0 if info["contributed"] else 1
+    state.slow = info["slow"]
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def make_deadline(comm, deadline, late="drop", **options):
+    """(state, hook) for DistributedDataParallel.register_comm_hook: each bucket averaged over
+    the ranks whose gradients reached the aggregator by `deadline` seconds after the first
+    (plait.DeadlineAllreduce over the plait communicator `comm`, whatever DDP's backend). Every
+    rank applies the same average, so the replicas stay identical. late="carry" adds a late
+    bucket to that rank's next one; options: start, min_contributors, backup, report_after,
+    root (as plait.DeadlineAllreduce)."""
+    return DeadlineHookState(comm, deadline, late, **options), _deadline_hook
