@@ -21,9 +21,9 @@ did, so it is FACTOR times slower that step):
     --trace P:FACTOR          each step, each rank with probability P (a trace drawn from --seed,
                               the same for every method)
 
-A rank that missed a step's deadline skips the next step's compute and sends what it has (zero,
-or with deadline-carry its late gradient): so it catches up at once instead of staying one
-step behind. Rank 0 prints one line per epoch and at the end
+A rank that missed a step's deadline skips the next step's compute and joins it without values
+(with deadline-carry its late gradient goes then): so it catches up at once instead of staying
+one step behind. Rank 0 prints one line per epoch and at the end
 
     RESULT aggregate=... test_accuracy=... epoch_s=... step_p50_ms=... step_p99_ms=...
            dropped=<mean share of the ranks' gradients a step went without> skipped=<share of
@@ -128,8 +128,7 @@ def train(args):
         first = (step % steps_per_epoch) * args.batch
         lo, hi = first + rank * args.batch // n, first + (rank + 1) * args.batch // n
         if behind:
-            flat.zero_()  # catch up: no compute this step (a carried gradient still goes)
-            skipped += 1
+            skipped += 1  # catch up: no compute this step (a carried gradient still goes)
         else:
             idx = order[lo:hi]
             c0 = time.perf_counter()
@@ -143,8 +142,8 @@ def train(args):
         elif args.aggregate == "allreduce":
             comm.allreduce(flat.numpy(), op="sum").wait()
         else:
-            info = dl.allreduce(flat.numpy(), op="sum")
-            behind = not info["contributed"]
+            info = dl.allreduce(flat.numpy(), op="sum", contribute=not behind)
+            behind = info["late"]
             dropped.append(info["dropped_fraction"])
         samples = float(flat[-1])
         if samples > 0:

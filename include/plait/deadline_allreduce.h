@@ -62,9 +62,13 @@ struct StepResult {
   uint64_t step = 0;
   std::vector<int> contributors;  // ranks whose values are in the result, ascending
   bool contributed = false;       // this rank is one of them
+  // This rank came after the step was decided (with values or only joining): it is behind
+  // the others, and a rank that wants to catch up joins the next step without values.
+  bool late = false;
   std::vector<int> slow;          // ranks that missed at least report_after steps in a row
-  // 1 - contributors / size: the share of the ranks' contributions this step went without
-  // (with kCarry they are added to the next step instead).
+  // The share of the ranks this step went without because they were late (with kCarry
+  // their values come with their next step instead). Ranks that joined without values are
+  // not counted: they skipped their compute, nothing of theirs was dropped.
   double dropped_fraction = 0;
   double wait_seconds = 0;  // from this rank's call until the result was here
 };
@@ -83,7 +87,11 @@ class DeadlineAllreduce {
   // kAvg their mean), identical on every rank. Blocks until the result is here. `key` names
   // the tensor for kCarry (a late contribution is added to the next call with the same key:
   // a DDP hook passes its bucket's index).
-  StepResult allreduce(void* data, size_t count, DataType dtype, ReduceOp op, uint64_t key = 0);
+  // `contribute` false: this rank joins the step without values (a rank that fell behind
+  // skips a step's compute to catch up); it is not a contributor, the mean is over the
+  // others, and with kCarry a carried value for `key` still goes.
+  StepResult allreduce(void* data, size_t count, DataType dtype, ReduceOp op, uint64_t key = 0,
+                       bool contribute = true);
 
   int rank() const;
   int size() const;

@@ -380,16 +380,31 @@ class DeadlineHookState:
         self.steps = 0             # buckets reduced
         self.dropped = 0.0         # sum over buckets of the share of ranks it went without
         self.missed = 0            # buckets this rank's gradient missed
+        self.skipped = 0           # buckets this rank joined without its gradient (catch_up)
         self.slow = []             # the latest slow ranks, as the aggregator reports them
+        self.behind = False        # this rank's last bucket missed its deadline
+        self._joining = False
+
+    def catch_up(self):
+        """Call at the start of each step. True when this rank fell behind (its last bucket
+        missed the deadline): this step's buckets then join without their gradients, so run
+        the step on as little data as you like (one sample) and be on time for the next one.
+        Without it a late rank stays late: the others wait only the deadline for it."""
+        self._joining = self.behind
+        return self._joining
 
 
 def _deadline_hook(state, bucket):
     buf = bucket.buffer()
-    info = state.dl.allreduce(buf.numpy(), op="avg", key=bucket.index())
+    info = state.dl.allreduce(buf.numpy(), op="avg", key=bucket.index(),
+                              contribute=not state._joining)
     state.steps += 1
     state.dropped += info["dropped_fraction"]
-    state.missed += 0 if info["contributed"] else 1
+    state.missed += 1 if info["late"] else 0
+    state.skipped += 1 if state._joining else 0
     state.slow = info["slow"]
+    if bucket.is_last():
+        state.behind = info["late"]
     fut = torch.futures.Future()
     fut.set_result(buf)
     return fut

@@ -44,19 +44,20 @@ class PyDeadlineAllreduce {
     impl_ = std::make_unique<deadline::DeadlineAllreduce>(comm.native(), o);
   }
 
-  py::dict allreduce(py::handle data, const std::string& op, uint64_t key) {
+  py::dict allreduce(py::handle data, const std::string& op, uint64_t key, bool contribute) {
     if (!impl_) throw invalid_usage("this DeadlineAllreduce was closed", {.op = "deadline allreduce"});
     auto buf = std::make_shared<BufferView>(data, true, "data");
     const ReduceOp rop = parse_op(op);
     deadline::StepResult r;
     {
       py::gil_scoped_release nogil;
-      r = impl_->allreduce(buf->data(), buf->count(), buf->dtype(), rop, key);
+      r = impl_->allreduce(buf->data(), buf->count(), buf->dtype(), rop, key, contribute);
     }
     py::dict out;
     out["step"] = r.step;
     out["contributors"] = r.contributors;
     out["contributed"] = r.contributed;
+    out["late"] = r.late;
     out["slow"] = r.slow;
     out["dropped_fraction"] = r.dropped_fraction;
     out["wait_seconds"] = r.wait_seconds;
@@ -86,8 +87,10 @@ void register_deadline(py::module_& m) {
            py::arg("late") = "drop", py::arg("min_contributors") = 1, py::arg("backup") = 0,
            py::arg("report_after") = 3, py::arg("root") = 0)
       .def("allreduce", &PyDeadlineAllreduce::allreduce, py::arg("data"), py::arg("op") = "sum",
-           py::arg("key") = 0,
-           "In place; returns {step, contributors, contributed, slow, dropped_fraction, wait_seconds}.")
+           py::arg("key") = 0, py::arg("contribute") = true,
+           "In place; returns {step, contributors, contributed, late, slow, dropped_fraction, "
+           "wait_seconds}. contribute=False joins the step without values (a rank catching up "
+           "after it was late; a value it carries still goes).")
       .def("close", &PyDeadlineAllreduce::close,
            "Waits until the last results and contributions are delivered, then frees it.");
 }

@@ -198,6 +198,41 @@ TEST(DeadlineAllreduce, RanksThatPassDifferentCountsAllGetAnErrorNamingTheRank) 
   }
 }
 
+// Rank 2 joins every odd step without values: the mean is over the others, it is neither a
+// contributor nor late, and the step still waits for no one (a 10 s deadline never comes).
+int join_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int me = comm->rank();
+  try {
+    DeadlineAllreduce dl(*comm, Options{.deadline = std::chrono::seconds(10)});
+    for (uint64_t s = 0; s < 6; ++s) {
+      const bool join_only = me == 2 && s % 2 == 1;
+      std::vector<double> v(50, me == 2 && join_only ? 1e9 : 10.0 * (me + 1) + s);
+      auto r = dl.allreduce(v.data(), v.size(), DataType::kF64, ReduceOp::kAvg, 0, !join_only);
+      const std::vector<int> expect_ranks = s % 2 == 1 ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
+      double expect = 0;
+      for (int c : expect_ranks) expect += 10.0 * (c + 1) + s;
+      expect /= static_cast<double>(expect_ranks.size());
+      if (r.contributors != expect_ranks || r.late || v[0] != expect || v[49] != expect) {
+        std::printf("BAD step %llu: %s late %d value %g expected %g\n", static_cast<unsigned long long>(s),
+                    mask_text(r.contributors).c_str(), r.late, v[0], expect);
+        return 4;
+      }
+    }
+  } catch (const Error& e) {
+    std::printf("ERROR %s\n", e.what());
+    return 3;
+  }
+  std::printf("ok\n");
+  return 0;
+}
+ChildMode join_mode("deadline_join", join_child);
+
+TEST(DeadlineAllreduce, ARankThatJoinsWithoutValuesIsLeftOutOfTheMean) {
+  auto results = spawn_ranks(3, {0, 1, 2}, "deadline_join", nullptr);
+  for (const auto& r : results) EXPECT_EQ(r.status, 0) << r.output;
+}
+
 int bad_options_child() {
   auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
   int refused = 0;

@@ -163,6 +163,10 @@ void Aggregator::handle(const EventQueue::Event& e) {
                                 std::to_string(e.step),
                             ctx);
       check_shape(st, e.step, e.rank, slot.parsed);
+      if (slot.parsed.flags & wire::kNoValues) {
+        arrived(st, e.step, e.rank);
+        break;
+      }
       const size_t bytes = slot.parsed.count * dtype_size(static_cast<DataType>(slot.parsed.dtype));
       slot.values.resize(bytes);
       slot.values_work = contributions_->recv(slot.values.data(), bytes, DataType::kU8, e.rank,
@@ -241,6 +245,7 @@ void Aggregator::arrived(Step& st, uint64_t step, int rank) {
     return;
   }
   slot.arrived = true;
+  slot.has_values = !(slot.parsed.flags & wire::kNoValues);
   if (st.arrived++ == 0) st.first = Clock::now();
 }
 
@@ -291,23 +296,28 @@ void Aggregator::decide(Step& st, uint64_t step) {
   header.count = shape.count;
   header.contributors.assign(wire::mask_words(size_), 0);
   header.slow.assign(wire::mask_words(size_), 0);
+  header.present.assign(wire::mask_words(size_), 0);
   // In rank order, whatever the arrival order: the result depends only on the set.
   auto values = std::make_shared<std::vector<char>>();
   int n = 0;
   for (int r = 0; r < size_; ++r) {
     Slot& slot = st.slots[static_cast<size_t>(r)];
     if (slot.arrived) {
+      // On time; with values it contributes, without it only joined (catching up).
+      consecutive_misses_[static_cast<size_t>(r)] = 0;
+      wire::set_bit(header.present, r);
+      if (!slot.has_values) continue;
       wire::set_bit(header.contributors, r);
       if (n++ == 0) *values = std::move(slot.values);
       else reduce_inplace(dtype, op, values->data(), slot.values.data(), shape.count);
       slot.values = {};
-      consecutive_misses_[static_cast<size_t>(r)] = 0;
     } else if (++consecutive_misses_[static_cast<size_t>(r)] == options_.report_after) {
       log(LogLevel::kWarn, "deadline allreduce: rank ", r, " missed the deadline of ",
           options_.report_after, " steps in a row (up to step ", step, ")");
     }
   }
-  if (op == ReduceOp::kAvg) scale_divide(dtype, values->data(), shape.count, n);
+  if (n == 0) values->assign(shape.count * dtype_size(dtype), 0);  // everyone only joined
+  else if (op == ReduceOp::kAvg) scale_divide(dtype, values->data(), shape.count, n);
   for (int r = 0; r < size_; ++r)
     if (consecutive_misses_[static_cast<size_t>(r)] >= options_.report_after) wire::set_bit(header.slow, r);
   st.decided = true;

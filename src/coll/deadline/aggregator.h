@@ -68,6 +68,7 @@ class Aggregator {
     std::vector<char> values;
     WorkPtr header_work, values_work;
     bool arrived = false;
+    bool has_values = false;  // arrived with values (not only joined)
     bool closed = false;  // its rank left: counted out of `pending`
   };
   struct Step {

@@ -41,7 +41,7 @@ struct DeadlineAllreduce::Impl {
     for (auto& s : sends) {
       try {
         s->header_work->wait();
-        s->values_work->wait();
+        if (s->values_work) s->values_work->wait();
       } catch (const Error&) {
         // The aggregator is gone or failed: nothing left to deliver to.
       }
@@ -61,12 +61,13 @@ struct DeadlineAllreduce::Impl {
       auto& s = *sends.front();
       if (sends.size() > keep) {
         s.header_work->wait();
-        s.values_work->wait();
-      } else if (!s.header_work->test() || !s.values_work->test()) {
+        if (s.values_work) s.values_work->wait();
+      } else if (!s.header_work->test() || (s.values_work && !s.values_work->test())) {
         return;
       }
       if (auto e = s.header_work->error()) throw *e;
-      if (auto e = s.values_work->error()) throw *e;
+      if (s.values_work)
+        if (auto e = s.values_work->error()) throw *e;
       sends.pop_front();
     }
   }
@@ -115,7 +116,7 @@ int DeadlineAllreduce::rank() const { return impl_->rank; }
 int DeadlineAllreduce::size() const { return impl_->size; }
 
 StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype, ReduceOp op,
-                                        uint64_t key) {
+                                        uint64_t key, bool contribute) {
   Impl& m = *impl_;
   const uint64_t step = m.next_step;
   const ErrorContext ctx{.rank = m.rank, .op = "deadline allreduce", .seq = static_cast<int64_t>(step)};
@@ -131,22 +132,27 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
   sent->header.count = count;
   sent->header.dtype = static_cast<uint8_t>(dtype);
   sent->header.op = static_cast<uint8_t>(op);
-  sent->values.resize(bytes);
-  std::memcpy(sent->values.data(), data, bytes);
   const bool carry = m.options.late == LatePolicy::kCarry;
-  if (carry) {
-    if (auto it = m.residuals.find(key); it != m.residuals.end()) {
-      if (it->second.count != count || it->second.dtype != dtype)
-        throw invalid_usage("key " + std::to_string(key) + " carries " +
-                                std::to_string(it->second.count) + " x " +
-                                std::string(to_string(it->second.dtype)) + " from a late step, but this call passes " +
-                                std::to_string(count) + " x " + std::string(to_string(dtype)),
-                            ctx);
+  auto carried = carry ? m.residuals.find(key) : m.residuals.end();
+  if (carried != m.residuals.end() && (carried->second.count != count || carried->second.dtype != dtype))
+    throw invalid_usage("key " + std::to_string(key) + " carries " + std::to_string(carried->second.count) +
+                            " x " + std::string(to_string(carried->second.dtype)) +
+                            " from a late step, but this call passes " + std::to_string(count) + " x " +
+                            std::string(to_string(dtype)),
+                        ctx);
+  // A rank that only joins still sends what it carries.
+  const bool with_values = contribute || carried != m.residuals.end();
+  sent->header.flags = with_values ? 0 : wire::kNoValues;
+  if (contribute) {
+    sent->values.resize(bytes);
+    std::memcpy(sent->values.data(), data, bytes);
+    if (carried != m.residuals.end())
       reduce_inplace(dtype, op == ReduceOp::kAvg ? ReduceOp::kSum : op, sent->values.data(),
-                     it->second.values.data(), count);
-      m.residuals.erase(it);
-    }
+                     carried->second.values.data(), count);
+  } else if (carried != m.residuals.end()) {
+    sent->values = std::move(carried->second.values);
   }
+  if (carried != m.residuals.end()) m.residuals.erase(carried);
   std::vector<char> kept;  // what this rank sent, should the step go without it
   if (carry) kept = sent->values;
 
@@ -164,8 +170,9 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
       m.reap_sends(1);
       sent->header_work = m.contributions->send(&sent->header, sizeof sent->header, DataType::kU8,
                                                 root, wire::tag(step, 0), call);
-      sent->values_work = m.contributions->send(sent->values.data(), bytes, DataType::kU8, root,
-                                                wire::tag(step, 1), call);
+      if (with_values)
+        sent->values_work = m.contributions->send(sent->values.data(), bytes, DataType::kU8, root,
+                                                  wire::tag(step, 1), call);
       m.sends.push_back(std::move(sent));
       auto hw = m.results->recv(m.result_header.data(), m.result_header.size(), DataType::kU8,
                                 root, wire::tag(step, 0), call);
@@ -189,10 +196,12 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
   out.step = step;
   out.contributors = wire::ranks_of(header.contributors, m.size);
   out.contributed = wire::bit(header.contributors, m.rank);
+  out.late = !wire::bit(header.present, m.rank);
   out.slow = wire::ranks_of(header.slow, m.size);
-  out.dropped_fraction = 1.0 - static_cast<double>(out.contributors.size()) / m.size;
+  out.dropped_fraction =
+      1.0 - static_cast<double>(wire::ranks_of(header.present, m.size).size()) / m.size;
   out.wait_seconds = seconds_since(started);
-  if (carry && !out.contributed)
+  if (carry && with_values && !out.contributed)
     m.residuals[key] = Impl::Residual{std::move(kept), count, dtype};
   return out;
 }

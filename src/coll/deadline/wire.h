@@ -22,8 +22,10 @@ struct ContributionHeader {
   uint64_t count = 0;
   uint8_t dtype = 0;
   uint8_t op = 0;
-  uint8_t pad[6] = {};
+  uint8_t flags = 0;  // kNoValues: the rank joins the step without values (no values message)
+  uint8_t pad[5] = {};
 };
+inline constexpr uint8_t kNoValues = 1;
 static_assert(sizeof(ContributionHeader) == 32);
 
 // Tags: the step's low 29 bits, then which message (0: header, 1: values).
@@ -34,14 +36,16 @@ inline uint32_t tag(uint64_t step, int part) {
 // Words of a rank bit set for `size` ranks.
 inline size_t mask_words(int size) { return (static_cast<size_t>(size) + 63) / 64; }
 
-// The result header: step, count, then the contributor set and the slow set as bit masks.
+// The result header: step, count, then as bit masks the contributors, the slow ranks and the
+// ranks present in time (contributors and those that joined without values).
 struct ResultHeader {
   uint64_t step = 0;
   uint64_t count = 0;
   std::vector<uint64_t> contributors;  // mask_words(size)
   std::vector<uint64_t> slow;          // mask_words(size)
+  std::vector<uint64_t> present;       // mask_words(size)
 
-  static size_t bytes(int size) { return 24 + 16 * mask_words(size); }
+  static size_t bytes(int size) { return 24 + 24 * mask_words(size); }
 
   void encode(std::vector<char>& out, int size) const {
     out.assign(bytes(size), 0);
@@ -49,6 +53,7 @@ struct ResultHeader {
     std::memcpy(out.data(), fixed, 24);
     std::memcpy(out.data() + 24, contributors.data(), 8 * mask_words(size));
     std::memcpy(out.data() + 24 + 8 * mask_words(size), slow.data(), 8 * mask_words(size));
+    std::memcpy(out.data() + 24 + 16 * mask_words(size), present.data(), 8 * mask_words(size));
   }
   // False when the bytes are not a result header.
   bool decode(const char* in, int size) {
@@ -59,8 +64,10 @@ struct ResultHeader {
     count = fixed[2];
     contributors.assign(mask_words(size), 0);
     slow.assign(mask_words(size), 0);
+    present.assign(mask_words(size), 0);
     std::memcpy(contributors.data(), in + 24, 8 * mask_words(size));
     std::memcpy(slow.data(), in + 24 + 8 * mask_words(size), 8 * mask_words(size));
+    std::memcpy(present.data(), in + 24 + 16 * mask_words(size), 8 * mask_words(size));
     return true;
   }
 };
