@@ -4,6 +4,7 @@ REPS runs each, interleaved (run r of every method before run r+1), the same tra
 
     /usr/bin/python3 bench/straggler_table.py                       # 4 ranks, --trace 0.2:3
     REPS=3 RANKS=4 ARGS="--trace 0.2:3 --batch 960 --lr 0.1" /usr/bin/python3 bench/straggler_table.py
+    METHODS="allreduce deadline@20 deadline@1000@1" ...   # method[@deadline_ms[@backup]]
 
 Prints a Markdown table: per method the median (min-max) of the epoch time, the test accuracy,
 the p50 and p99 step times, and the mean share of the ranks a step went without (dropped)
@@ -23,16 +24,18 @@ REPS = int(os.environ.get("REPS", "3"))
 RANKS = os.environ.get("RANKS", "4")
 ARGS = shlex.split(os.environ.get("ARGS", "--trace 0.2:3 --batch 960 --lr 0.1"))
 METHODS = [m.split("@") for m in os.environ.get(
-    "METHODS", "gloo allreduce deadline@20 deadline-carry@20").split()]
+    "METHODS", "gloo allreduce deadline@20 deadline-carry@20 deadline@1000@1").split()]
 
 FIELDS = ("test_accuracy", "epoch_s", "step_p50_ms", "step_p99_ms", "dropped", "skipped")
 
 
-def run(method, deadline):
+def run(method, deadline=None, backup=None):
     cmd = [PLAIT, "run", "-n", RANKS, "--", "/usr/bin/python3",
            os.path.join(ROOT, "examples", "straggler_fashion_mnist.py"), "--aggregate", method, *ARGS]
     if deadline:
         cmd += ["--deadline-ms", deadline]
+    if backup:
+        cmd += ["--backup", backup]
     env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "build", "python")}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     m = re.search(r"RESULT .*", out.stdout)
@@ -48,7 +51,7 @@ def cell(values, fmt):
 results = {tuple(m): [] for m in METHODS}
 for rep in range(REPS):
     for m in METHODS:
-        results[tuple(m)].append(run(m[0], m[1] if len(m) > 1 else None))
+        results[tuple(m)].append(run(*m))
         print(f"run {rep + 1}/{REPS} {'@'.join(m)}: {results[tuple(m)][-1]}", file=sys.stderr, flush=True)
 
 print(f"{RANKS} ranks, {' '.join(ARGS)}; median (min–max) of {REPS} runs")
@@ -56,7 +59,7 @@ print()
 print("| method | epoch s | test accuracy | step p50 ms | step p99 ms | p99/p50 | dropped | skipped |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for m, rs in results.items():
-    name = m[0] + (f" ({m[1]} ms)" if len(m) > 1 else "")
+    name = m[0] + (f" ({m[1]} ms" + (f", backup {m[2]})" if len(m) > 2 else ")") if len(m) > 1 else "")
     col = {k: [r[k] for r in rs] for k in FIELDS}
     ratio = [r["step_p99_ms"] / r["step_p50_ms"] for r in rs]
     print(f"| {name} | {cell(col['epoch_s'], '{:.2f}')} | {cell(col['test_accuracy'], '{:.4f}')} | "

@@ -14,6 +14,9 @@ What moves the gradients (--aggregate):
                     the first arrival and divides by the samples it covers; late gradients dropped
     deadline-carry  the same, late gradients added to that rank's next contribution
 
+With --backup B a deadline step also ends as soon as all but B ranks have arrived (backup
+workers: with a long --deadline-ms, each step takes the first N - B gradients).
+
 Stragglers, by a real mechanism (the rank sleeps for (FACTOR - 1) times the compute it just
 did, so it is FACTOR times slower that step):
 
@@ -60,6 +63,8 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--aggregate", choices=METHODS, default="deadline")
     p.add_argument("--deadline-ms", type=float, default=30.0)
+    p.add_argument("--backup", type=int, default=0,
+                   help="deadline: end a step once all but this many ranks arrived (backup workers)")
     p.add_argument("--straggler", type=lambda t: parse_pair(t, "--straggler", int))
     p.add_argument("--trace", type=lambda t: parse_pair(t, "--trace", float))
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
@@ -103,7 +108,7 @@ def train(args):
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     dl = None
     if args.aggregate.startswith("deadline"):
-        dl = plait.DeadlineAllreduce(comm, deadline=args.deadline_ms / 1e3,
+        dl = plait.DeadlineAllreduce(comm, deadline=args.deadline_ms / 1e3, backup=args.backup,
                                      late="carry" if args.aggregate == "deadline-carry" else "drop")
 
     train_x, train_y = load_split(args.data_dir, "train")
