@@ -56,6 +56,15 @@ struct Options {
   // Consecutive missed steps after which a rank is reported (logged and in StepResult::slow).
   int report_after = 3;
   int root = 0;  // the aggregating rank
+  // Semi-reliable: each rank's values move in chunks of about this many bytes (0: one
+  // message). At the deadline a chunk that has not arrived counts as missing for that chunk
+  // only: each chunk is reduced over the ranks whose chunk arrived (for avg, their mean: the
+  // chunk is rescaled; for sum the missing values count as zero). At most 4095 chunks.
+  size_t chunk_bytes = 0;
+  // The largest share of the step's values (of the ranks expected to contribute) that may go
+  // missing; above it the step waits past its deadline for more (correctness over speed),
+  // at most the communicator's timeout. 1: no bound.
+  double max_dropped = 1.0;
 };
 
 struct StepResult {
@@ -66,10 +75,12 @@ struct StepResult {
   // the others, and a rank that wants to catch up joins the next step without values.
   bool late = false;
   std::vector<int> slow;          // ranks that missed at least report_after steps in a row
-  // The share of the ranks this step went without because they were late (with kCarry
-  // their values come with their next step instead). Ranks that joined without values are
-  // not counted: they skipped their compute, nothing of theirs was dropped.
+  // The share of the values this step went without, of the ranks expected to contribute:
+  // late ranks' and, with chunks, the chunks still on the way (with kCarry they come with
+  // the rank's next step instead). Ranks that joined without values are not counted: they
+  // skipped their compute, nothing of theirs was dropped.
   double dropped_fraction = 0;
+  std::vector<int> chunk_contributors;  // per chunk, how many ranks' values it holds
   double wait_seconds = 0;  // from this rank's call until the result was here
 };
 

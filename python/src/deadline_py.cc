@@ -31,7 +31,7 @@ class PyDeadlineAllreduce {
  public:
   PyDeadlineAllreduce(PyCommunicator& comm, double deadline_s, const std::string& start,
                       const std::string& late, int min_contributors, int backup, int report_after,
-                      int root) {
+                      int root, size_t chunk_bytes, double max_dropped) {
     deadline::Options o;
     o.deadline = std::chrono::microseconds(static_cast<int64_t>(deadline_s * 1e6));
     o.from = parse_from(start);
@@ -40,6 +40,8 @@ class PyDeadlineAllreduce {
     o.backup = backup;
     o.report_after = report_after;
     o.root = root;
+    o.chunk_bytes = chunk_bytes;
+    o.max_dropped = max_dropped;
     py::gil_scoped_release nogil;
     impl_ = std::make_unique<deadline::DeadlineAllreduce>(comm.native(), o);
   }
@@ -61,6 +63,7 @@ class PyDeadlineAllreduce {
     out["slow"] = r.slow;
     out["dropped_fraction"] = r.dropped_fraction;
     out["wait_seconds"] = r.wait_seconds;
+    out["chunk_contributors"] = r.chunk_contributors;
     return out;
   }
 
@@ -82,14 +85,16 @@ void register_deadline(py::module_& m) {
       "reached the aggregator (rank `root`) by the deadline, the same values and contributor set "
       "on every rank; late ones are dropped, or with late=\"carry\" added to that rank's next "
       "call with the same key.")
-      .def(py::init<PyCommunicator&, double, const std::string&, const std::string&, int, int, int, int>(),
+      .def(py::init<PyCommunicator&, double, const std::string&, const std::string&, int, int, int, int,
+                    size_t, double>(),
            py::arg("comm"), py::arg("deadline"), py::arg("start") = "first_arrival",
            py::arg("late") = "drop", py::arg("min_contributors") = 1, py::arg("backup") = 0,
-           py::arg("report_after") = 3, py::arg("root") = 0)
+           py::arg("report_after") = 3, py::arg("root") = 0, py::arg("chunk_bytes") = 0,
+           py::arg("max_dropped") = 1.0)
       .def("allreduce", &PyDeadlineAllreduce::allreduce, py::arg("data"), py::arg("op") = "sum",
            py::arg("key") = 0, py::arg("contribute") = true,
            "In place; returns {step, contributors, contributed, late, slow, dropped_fraction, "
-           "wait_seconds}. contribute=False joins the step without values (a rank catching up "
+           "wait_seconds, chunk_contributors}. contribute=False joins the step without values (a rank catching up "
            "after it was late; a value it carries still goes).")
       .def("close", &PyDeadlineAllreduce::close,
            "Waits until the last results and contributions are delivered, then frees it.");

@@ -233,6 +233,85 @@ TEST(DeadlineAllreduce, ARankThatJoinsWithoutValuesIsLeftOutOfTheMean) {
   for (const auto& r : results) EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// Semi-reliable: 32 MiB per rank in 512 KiB chunks over TCP with a 2 ms deadline, so chunks
+// are still on the way when steps are decided. Rank r contributes 2^r everywhere, so each
+// chunk's sum names the ranks in it: every element of a chunk must agree, their number must
+// be the chunk's contributor count, and with DL_MAX_DROPPED=0 every chunk of everyone.
+int chunks_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int me = comm->rank(), n = comm->size();
+  const double max_dropped = std::atof(std::getenv("DL_MAX_DROPPED"));
+  try {
+    DeadlineAllreduce dl(*comm, Options{.deadline = std::chrono::milliseconds(2),
+                                        .chunk_bytes = 512 << 10, .max_dropped = max_dropped});
+    const size_t count = 4 << 20;  // 32 MiB of i64
+    const size_t per_chunk = (512 << 10) / 8;
+    std::vector<int64_t> v(count);
+    std::mt19937 rng(static_cast<unsigned>(77 + me));
+    double dropped = 0;
+    int partial = 0;  // steps where some rank's chunks were only partly in
+    for (uint64_t s = 0; s < 8; ++s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 3));
+      std::fill(v.begin(), v.end(), int64_t{1} << me);
+      auto r = dl.allreduce(v.data(), count, DataType::kI64, ReduceOp::kSum);
+      if (r.chunk_contributors.size() != count / per_chunk) return 5;
+      std::string sig;
+      for (size_t c = 0; c < r.chunk_contributors.size(); ++c) {
+        const int64_t first = v[c * per_chunk];
+        for (size_t i = c * per_chunk; i < (c + 1) * per_chunk; ++i)
+          if (v[i] != first) {
+            std::printf("BAD step %llu chunk %zu is not uniform\n", static_cast<unsigned long long>(s), c);
+            return 4;
+          }
+        if (__builtin_popcountll(static_cast<uint64_t>(first)) != r.chunk_contributors[c]) {
+          std::printf("BAD step %llu chunk %zu: sum %lld but %d contributors\n",
+                      static_cast<unsigned long long>(s), c, static_cast<long long>(first),
+                      r.chunk_contributors[c]);
+          return 4;
+        }
+        sig += std::to_string(first) + ",";
+      }
+      for (int c : r.chunk_contributors)
+        if (c != r.chunk_contributors.front()) {
+          ++partial;
+          break;
+        }
+      if (max_dropped == 0 && (r.dropped_fraction != 0 || r.contributors.size() != static_cast<size_t>(n))) {
+        std::printf("BAD step %llu dropped %g with max_dropped 0\n", static_cast<unsigned long long>(s),
+                    r.dropped_fraction);
+        return 4;
+      }
+      dropped += r.dropped_fraction;
+      std::printf("step %llu chunk sums %s dropped %.6f\n", static_cast<unsigned long long>(s),
+                  sig.c_str(), r.dropped_fraction);
+    }
+    std::printf("mean dropped %.4f, %d steps with a rank's chunks partly in\n", dropped / 8, partial);
+  } catch (const Error& e) {
+    std::printf("ERROR %s\n", e.what());
+    return 3;
+  }
+  std::printf("ok\n");
+  return 0;
+}
+ChildMode chunks_mode("deadline_chunks", chunks_child);
+
+TEST(DeadlineAllreduce, ChunksThatMissTheDeadlineAreLeftOutChunkByChunkAlikeOnEveryRank) {
+  for (const char* max_dropped : {"1", "0"}) {
+    auto results = spawn_ranks(3, {0, 1, 2}, "deadline_chunks", [&](int) {
+      return std::map<std::string, std::string>{
+          {"PLAIT_TIMEOUT", "60000"}, {"PLAIT_TRANSPORT", "tcp"}, {"DL_MAX_DROPPED", max_dropped}};
+    });
+    ASSERT_EQ(results.size(), 3u);
+    for (const auto& r : results) ASSERT_EQ(r.status, 0) << "max_dropped " << max_dropped << ": " << r.output;
+    const auto reference = step_lines(results[0].output);
+    ASSERT_EQ(reference.size(), 8u);
+    for (const auto& r : results) EXPECT_EQ(step_lines(r.output), reference) << "rank " << r.rank;
+    const size_t at = results[0].output.find("mean dropped");
+    std::printf("max_dropped %s: %s\n", max_dropped,
+                results[0].output.substr(at, results[0].output.find('\n', at) - at).c_str());
+  }
+}
+
 int bad_options_child() {
   auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
   int refused = 0;

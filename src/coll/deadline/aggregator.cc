@@ -163,29 +163,36 @@ void Aggregator::handle(const EventQueue::Event& e) {
                                 std::to_string(e.step),
                             ctx);
       check_shape(st, e.step, e.rank, slot.parsed);
-      if (slot.parsed.flags & wire::kNoValues) {
-        arrived(st, e.step, e.rank);
+      arrived(st, e.step, e.rank);
+      if (!slot.has_values) {
+        finish(st, slot);
         break;
       }
-      const size_t bytes = slot.parsed.count * dtype_size(static_cast<DataType>(slot.parsed.dtype));
-      slot.values.resize(bytes);
-      slot.values_work = contributions_->recv(slot.values.data(), bytes, DataType::kU8, e.rank,
-                                              wire::tag(e.step, 1));
-      std::weak_ptr<EventQueue> q = queue_;
-      const int r = e.rank;
-      const uint64_t step = e.step;
-      slot.values_work->on_complete([q, r, step] {
-        if (auto queue = q.lock()) queue->push({EventQueue::Kind::kValues, r, step});
-      });
+      const size_t elem = dtype_size(static_cast<DataType>(slot.parsed.dtype));
+      slot.values.resize(slot.parsed.count * elem);
+      const wire::Chunking& k = st.chunking;
+      slot.chunk_done.assign(k.chunks, 0);
+      for (size_t c = 0; c < k.chunks; ++c) {
+        WorkPtr w = contributions_->recv(slot.values.data() + k.begin(c) * elem,
+                                         (k.end(c) - k.begin(c)) * elem, DataType::kU8, e.rank,
+                                         wire::tag(e.step, c + 1));
+        std::weak_ptr<EventQueue> q = queue_;
+        const int r = e.rank;
+        const uint64_t step = e.step;
+        w->on_complete([q, r, step, c] {
+          if (auto queue = q.lock()) queue->push({EventQueue::Kind::kValues, r, step, c});
+        });
+        slot.chunk_works.push_back(std::move(w));
+      }
       return;
     }
     case EventQueue::Kind::kValues:
-      if (auto err = slot.values_work->error()) {
+      if (auto err = slot.chunk_works[e.chunk]->error()) {
         if (err->category() != ErrorCategory::kRemote) throw *err;
         rank_gone(e.rank, *err);
         break;
       }
-      arrived(st, e.step, e.rank);
+      chunk_arrived(st, e.rank, e.chunk);
       break;
     case EventQueue::Kind::kLocal: {
       {
@@ -197,10 +204,44 @@ void Aggregator::handle(const EventQueue::Event& e) {
       }
       check_shape(st, e.step, e.rank, slot.parsed);
       arrived(st, e.step, e.rank);
+      slot.chunk_done.assign(st.chunking.chunks, 1);
+      slot.chunks_done = slot.has_values ? st.chunking.chunks : 0;
+      finish(st, slot);
       break;
     }
   }
   if (st.decided && st.pending == 0) steps_.erase(it);
+}
+
+void Aggregator::chunk_arrived(Step& st, int rank, size_t chunk) {
+  Slot& slot = st.slots[static_cast<size_t>(rank)];
+  // A chunk that comes after the decision is late: the step went without it.
+  slot.chunk_done[chunk] = 1;
+  if (++slot.chunks_done == st.chunking.chunks) finish(st, slot);
+}
+
+void Aggregator::finish(Step& st, Slot& slot) {
+  slot.finished = true;
+  --st.pending;
+  if (st.decided) slot.values = {};  // late: nothing more will read or write it
+}
+
+double Aggregator::missing_share(const Step& st) const {
+  if (!st.shape || st.shape->count == 0) return 0;
+  size_t expected = 0, missing = 0;
+  const wire::Chunking& k = st.chunking;
+  for (int r = 0; r < size_; ++r) {
+    const Slot& slot = st.slots[static_cast<size_t>(r)];
+    if (gone_[static_cast<size_t>(r)] || (slot.present && !slot.has_values)) continue;
+    ++expected;
+    if (!slot.present) {
+      missing += k.count;
+      continue;
+    }
+    for (size_t c = 0; c < k.chunks; ++c)
+      if (!slot.chunk_done[c]) missing += k.end(c) - k.begin(c);
+  }
+  return expected == 0 ? 0 : static_cast<double>(missing) / (static_cast<double>(expected) * k.count);
 }
 
 void Aggregator::rank_gone(int rank, const Error& why) {
@@ -211,7 +252,7 @@ void Aggregator::rank_gone(int rank, const Error& why) {
       " is gone (", why.what(), "); the steps go on without it");
   for (auto it = steps_.begin(); it != steps_.end();) {
     Slot& slot = it->second.slots[static_cast<size_t>(rank)];
-    if (!slot.arrived && !slot.closed) {
+    if (!slot.finished && !slot.closed) {
       slot.closed = true;
       --it->second.pending;
     }
@@ -224,6 +265,13 @@ void Aggregator::check_shape(Step& st, uint64_t step, int rank, const wire::Cont
   if (!st.shape) {
     st.shape = h;
     st.shape_from = rank;
+    const size_t elem = dtype_size(static_cast<DataType>(h.dtype));
+    st.chunking = wire::chunking(h.count, elem, options_.chunk_bytes);
+    if (st.chunking.chunks > wire::kMaxChunks)
+      throw invalid_usage("chunk_bytes " + std::to_string(options_.chunk_bytes) + " cuts " +
+                              std::to_string(h.count) + " values into more than " +
+                              std::to_string(wire::kMaxChunks) + " chunks",
+                          {.rank = me_, .op = "deadline allreduce", .seq = static_cast<int64_t>(step)});
     return;
   }
   if (st.shape->count == h.count && st.shape->dtype == h.dtype && st.shape->op == h.op) return;
@@ -236,48 +284,56 @@ void Aggregator::check_shape(Step& st, uint64_t step, int rank, const wire::Cont
 
 void Aggregator::arrived(Step& st, uint64_t step, int rank) {
   Slot& slot = st.slots[static_cast<size_t>(rank)];
-  --st.pending;
+  slot.has_values = !(slot.parsed.flags & wire::kNoValues);
   if (st.decided) {
     // Late: its step went without it; with kCarry the rank itself adds it to its next one.
-    slot.values = {};
     log(LogLevel::kDebug, "deadline allreduce: rank ", rank, "'s contribution to step ", step,
         " came ", seconds_since(last_result_) * 1e3, " ms after a later step's result");
     return;
   }
-  slot.arrived = true;
-  slot.has_values = !(slot.parsed.flags & wire::kNoValues);
-  if (st.arrived++ == 0) st.first = Clock::now();
+  slot.present = true;
+  if (st.present++ == 0) st.first = Clock::now();
 }
 
 Clock::time_point Aggregator::try_decide() {
   for (;;) {
     Step& st = steps_[next_];
     if (st.slots.empty()) open_step(next_);
-    if (st.arrived == 0) return Clock::time_point::max();
-    const auto d = options_.deadline;
+    if (st.present == 0) return Clock::time_point::max();
     const Clock::time_point start =
         options_.from == DeadlineFrom::kStepStart && next_ > 0 ? last_result_ : st.first;
-    const Clock::time_point due = start + d;
-    int present = 0;
-    for (bool g : gone_) present += g ? 0 : 1;
-    const bool everyone = st.arrived >= present;
-    const bool enough = options_.backup > 0 && st.arrived >= size_ - options_.backup;
-    const bool late = Clock::now() >= due && st.arrived >= options_.min_contributors;
+    const Clock::time_point due = start + options_.deadline;
+    const auto now = Clock::now();
+    int here = 0, finished = 0;  // not gone; present with every chunk (or without values)
+    for (int r = 0; r < size_; ++r) {
+      if (gone_[static_cast<size_t>(r)]) continue;
+      ++here;
+      const Slot& slot = st.slots[static_cast<size_t>(r)];
+      finished += slot.present && slot.finished ? 1 : 0;
+    }
+    const double missing = missing_share(st);
+    const bool bounded = missing <= options_.max_dropped;
+    const bool everyone = finished >= here;
+    // Backup workers and min_contributors count whole contributions (every chunk here).
+    const bool enough = options_.backup > 0 && finished >= size_ - options_.backup && bounded;
+    const bool late = now >= due && finished >= options_.min_contributors && bounded;
     if (!(everyone || enough || late)) {
-      if (st.arrived < options_.min_contributors && Clock::now() >= due + contributions_->timeout()) {
-        fail(timeout_error("deadline allreduce step " + std::to_string(next_) + ": only " +
-                               std::to_string(st.arrived) + " of " + std::to_string(size_) +
-                               " contributions arrived, " + std::to_string(options_.min_contributors) +
-                               " needed (min_contributors), within the deadline and the timeout",
-                           {.rank = me_, .op = "deadline allreduce", .seq = static_cast<int64_t>(next_)}));
+      if (now < due) return due;
+      if (now >= due + contributions_->timeout()) {
+        fail(timeout_error(
+            "deadline allreduce step " + std::to_string(next_) + ": " + std::to_string(finished) +
+                " of " + std::to_string(size_) + " contributions whole (" +
+                std::to_string(options_.min_contributors) + " needed) and " +
+                std::to_string(missing * 100) + " % of the values missing (" +
+                std::to_string(options_.max_dropped * 100) +
+                " % allowed) after the deadline and the timeout",
+            {.rank = me_, .op = "deadline allreduce", .seq = static_cast<int64_t>(next_)}));
         return Clock::time_point::max();
       }
-      return st.arrived < options_.min_contributors && Clock::now() >= due
-                 ? due + contributions_->timeout()
-                 : due;
+      return due + contributions_->timeout();  // arrivals wake us sooner
     }
     try {
-      decide(st, next_);
+      decide(st, next_, missing);
     } catch (const Error& e) {
       fail(e);
       return Clock::time_point::max();
@@ -287,44 +343,59 @@ Clock::time_point Aggregator::try_decide() {
   }
 }
 
-void Aggregator::decide(Step& st, uint64_t step) {
+void Aggregator::decide(Step& st, uint64_t step, double missing) {
   const auto& shape = *st.shape;
   const auto dtype = static_cast<DataType>(shape.dtype);
   const auto op = static_cast<ReduceOp>(shape.op);
+  const size_t elem = dtype_size(dtype);
+  const wire::Chunking& k = st.chunking;
+  const size_t words = wire::mask_words(size_);
   wire::ResultHeader header;
   header.step = step;
   header.count = shape.count;
-  header.contributors.assign(wire::mask_words(size_), 0);
-  header.slow.assign(wire::mask_words(size_), 0);
-  header.present.assign(wire::mask_words(size_), 0);
-  // In rank order, whatever the arrival order: the result depends only on the set.
-  auto values = std::make_shared<std::vector<char>>();
-  int n = 0;
+  header.dropped_ppm = static_cast<uint64_t>(missing * 1e6 + 0.5);
+  header.contributors.assign(words, 0);
+  header.slow.assign(words, 0);
+  header.present.assign(words, 0);
+  if (k.chunks > 1) header.chunks.assign(k.chunks * words, 0);
   for (int r = 0; r < size_; ++r) {
-    Slot& slot = st.slots[static_cast<size_t>(r)];
-    if (slot.arrived) {
-      // On time; with values it contributes, without it only joined (catching up).
+    const Slot& slot = st.slots[static_cast<size_t>(r)];
+    if (slot.present) {
+      // On time (with values, only joined, or with chunks still on the way).
       consecutive_misses_[static_cast<size_t>(r)] = 0;
       wire::set_bit(header.present, r);
-      if (!slot.has_values) continue;
-      wire::set_bit(header.contributors, r);
-      if (n++ == 0) *values = std::move(slot.values);
-      else reduce_inplace(dtype, op, values->data(), slot.values.data(), shape.count);
-      slot.values = {};
-    } else if (++consecutive_misses_[static_cast<size_t>(r)] == options_.report_after) {
+      if (slot.has_values && slot.chunks_done == k.chunks) wire::set_bit(header.contributors, r);
+    } else if (!gone_[static_cast<size_t>(r)] &&
+               ++consecutive_misses_[static_cast<size_t>(r)] == options_.report_after) {
       log(LogLevel::kWarn, "deadline allreduce: rank ", r, " missed the deadline of ",
           options_.report_after, " steps in a row (up to step ", step, ")");
     }
   }
-  if (n == 0) values->assign(shape.count * dtype_size(dtype), 0);  // everyone only joined
-  else if (op == ReduceOp::kAvg) scale_divide(dtype, values->data(), shape.count, n);
+  // Chunk by chunk, in rank order whatever the arrival order: the result depends only on
+  // which chunks are in. Late chunks may still land in their slots, so nothing is moved.
+  auto values = std::make_shared<std::vector<char>>(shape.count * elem, 0);
+  for (size_t c = 0; c < k.chunks; ++c) {
+    const size_t at = k.begin(c) * elem, n = k.end(c) - k.begin(c);
+    int in = 0;
+    for (int r = 0; r < size_; ++r) {
+      const Slot& slot = st.slots[static_cast<size_t>(r)];
+      if (!slot.present || !slot.has_values || !slot.chunk_done[c]) continue;
+      if (k.chunks > 1) wire::set_bit(header.chunks, static_cast<int>(c * words * 64) + r);
+      if (in++ == 0) std::memcpy(values->data() + at, slot.values.data() + at, n * elem);
+      else reduce_inplace(dtype, op, values->data() + at, slot.values.data() + at, n);
+    }
+    if (op == ReduceOp::kAvg && in > 0) scale_divide(dtype, values->data() + at, n, in);
+  }
+  for (auto& slot : st.slots)
+    if (slot.finished) slot.values = {};
   for (int r = 0; r < size_; ++r)
     if (consecutive_misses_[static_cast<size_t>(r)] >= options_.report_after) wire::set_bit(header.slow, r);
   st.decided = true;
   last_result_ = Clock::now();
   if (log_enabled(LogLevel::kDebug))
     log(LogLevel::kDebug, "deadline allreduce step ", step, ": contributors [",
-        list(wire::ranks_of(header.contributors, size_)), "] of ", size_);
+        list(wire::ranks_of(header.contributors, size_)), "] of ", size_, ", ", missing * 100,
+        " % of the values missing");
 
   auto encoded = std::make_shared<std::vector<char>>();
   header.encode(*encoded, size_);

@@ -29,6 +29,7 @@ struct EventQueue {
     Kind kind;
     int rank;
     uint64_t step;
+    size_t chunk = 0;  // kValues
   };
   std::mutex mu;
   std::condition_variable cv;
@@ -66,19 +67,24 @@ class Aggregator {
     std::vector<char> header = std::vector<char>(sizeof(wire::ContributionHeader));
     wire::ContributionHeader parsed;
     std::vector<char> values;
-    WorkPtr header_work, values_work;
-    bool arrived = false;
-    bool has_values = false;  // arrived with values (not only joined)
-    bool closed = false;  // its rank left: counted out of `pending`
+    WorkPtr header_work;
+    std::vector<WorkPtr> chunk_works;
+    std::vector<char> chunk_done;
+    size_t chunks_done = 0;
+    bool present = false;     // its header came before the step was decided
+    bool has_values = false;  // it sent values (not only joined)
+    bool finished = false;    // header and every chunk here: counted out of `pending`
+    bool closed = false;      // its rank left: counted out of `pending`
   };
   struct Step {
     std::vector<Slot> slots;
-    int arrived = 0;
-    int pending = 0;  // slots whose values have not arrived (late ones included)
+    int present = 0;
+    int pending = 0;  // slots neither finished nor closed (late ones included)
     bool decided = false;
     Clock::time_point first{};
     std::optional<wire::ContributionHeader> shape;  // the first arrival's
     int shape_from = -1;
+    wire::Chunking chunking;
   };
   struct PendingSend {
     std::shared_ptr<const std::vector<char>> header, values;
@@ -89,10 +95,14 @@ class Aggregator {
   void open_step(uint64_t step);
   void handle(const EventQueue::Event& e);
   void check_shape(Step& st, uint64_t step, int rank, const wire::ContributionHeader& h);
-  void arrived(Step& st, uint64_t step, int rank);
+  void arrived(Step& st, uint64_t step, int rank);      // its header (or the root's values)
+  void chunk_arrived(Step& st, int rank, size_t chunk);
+  void finish(Step& st, Slot& slot);
+  // The share of the expected values not here (see StepResult::dropped_fraction).
+  double missing_share(const Step& st) const;
   // Decides next_ when it is due; returns the time to look again (max: nothing to wait for).
   Clock::time_point try_decide();
-  void decide(Step& st, uint64_t step);
+  void decide(Step& st, uint64_t step, double missing);
   void fail(const Error& e);
   // A peer's connection failed or it shut down (it finished, or died): the steps go on
   // without it, as without any late rank, and nothing more is sent to it.

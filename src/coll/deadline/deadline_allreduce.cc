@@ -29,10 +29,10 @@ struct DeadlineAllreduce::Impl {
   struct Sent {
     wire::ContributionHeader header;
     std::vector<char> values;
-    WorkPtr header_work, values_work;
+    WorkPtr header_work;
+    std::vector<WorkPtr> chunk_works;
   };
   std::deque<std::unique_ptr<Sent>> sends;
-  std::vector<char> result_header;
 
   ~Impl() {
     aggregator.reset();
@@ -41,7 +41,7 @@ struct DeadlineAllreduce::Impl {
     for (auto& s : sends) {
       try {
         s->header_work->wait();
-        if (s->values_work) s->values_work->wait();
+        for (auto& w : s->chunk_works) w->wait();
       } catch (const Error&) {
         // The aggregator is gone or failed: nothing left to deliver to.
       }
@@ -61,13 +61,15 @@ struct DeadlineAllreduce::Impl {
       auto& s = *sends.front();
       if (sends.size() > keep) {
         s.header_work->wait();
-        if (s.values_work) s.values_work->wait();
-      } else if (!s.header_work->test() || (s.values_work && !s.values_work->test())) {
-        return;
+        for (auto& w : s.chunk_works) w->wait();
+      } else {
+        if (!s.header_work->test()) return;
+        for (auto& w : s.chunk_works)
+          if (!w->test()) return;
       }
       if (auto e = s.header_work->error()) throw *e;
-      if (s.values_work)
-        if (auto e = s.values_work->error()) throw *e;
+      for (auto& w : s.chunk_works)
+        if (auto e = w->error()) throw *e;
       sends.pop_front();
     }
   }
@@ -88,6 +90,8 @@ void check_options(const Options& o, int size, int rank) {
                             std::to_string(o.backup), ctx);
   if (o.report_after < 1)
     throw invalid_usage("report_after must be at least 1, not " + std::to_string(o.report_after), ctx);
+  if (!(o.max_dropped >= 0 && o.max_dropped <= 1))
+    throw invalid_usage("max_dropped must be from 0 to 1, not " + std::to_string(o.max_dropped), ctx);
   if (o.root < 0 || o.root >= size)
     throw invalid_usage("root " + std::to_string(o.root) + " out of range for " +
                             std::to_string(size) + " ranks", ctx);
@@ -104,7 +108,6 @@ DeadlineAllreduce::DeadlineAllreduce(Communicator& comm, const Options& options)
   // Ranks keep their order; the root's aggregator thread owns its side of both.
   impl_->contributions = comm.split(0, comm.rank());
   impl_->results = comm.split(0, comm.rank());
-  impl_->result_header.resize(wire::ResultHeader::bytes(comm.size()));
   if (comm.rank() == options.root)
     impl_->aggregator =
         std::make_unique<Aggregator>(impl_->contributions, impl_->results, options);
@@ -156,6 +159,14 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
   std::vector<char> kept;  // what this rank sent, should the step go without it
   if (carry) kept = sent->values;
 
+  const size_t elem = dtype_size(dtype);
+  const wire::Chunking k = wire::chunking(count, elem, m.options.chunk_bytes);
+  if (k.chunks > wire::kMaxChunks)
+    throw invalid_usage("chunk_bytes " + std::to_string(m.options.chunk_bytes) + " cuts " +
+                            std::to_string(count) + " values into more than " +
+                            std::to_string(wire::kMaxChunks) + " chunks",
+                        ctx);
+  std::vector<char> result_header(wire::ResultHeader::bytes(m.size, k.chunks));
   wire::ResultHeader header;
   const auto timeout = m.step_timeout();
   if (m.aggregator) {
@@ -171,10 +182,12 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
       sent->header_work = m.contributions->send(&sent->header, sizeof sent->header, DataType::kU8,
                                                 root, wire::tag(step, 0), call);
       if (with_values)
-        sent->values_work = m.contributions->send(sent->values.data(), bytes, DataType::kU8, root,
-                                                  wire::tag(step, 1), call);
+        for (size_t c = 0; c < k.chunks; ++c)
+          sent->chunk_works.push_back(m.contributions->send(
+              sent->values.data() + k.begin(c) * elem, (k.end(c) - k.begin(c)) * elem,
+              DataType::kU8, root, wire::tag(step, c + 1), call));
       m.sends.push_back(std::move(sent));
-      auto hw = m.results->recv(m.result_header.data(), m.result_header.size(), DataType::kU8,
+      auto hw = m.results->recv(result_header.data(), result_header.size(), DataType::kU8,
                                 root, wire::tag(step, 0), call);
       auto vw = m.results->recv(data, bytes, DataType::kU8, root, wire::tag(step, 1), call);
       hw->wait();
@@ -187,7 +200,7 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
     } catch (const Error& e) {
       throw e.with_context(ctx);
     }
-    if (!header.decode(m.result_header.data(), m.size) || header.step != step)
+    if (!header.decode(result_header.data(), m.size, k.chunks) || header.step != step)
       throw remote_error("the aggregator (rank " + std::to_string(root) +
                              ") sent a malformed result header for step " + std::to_string(step), ctx);
   }
@@ -198,11 +211,27 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
   out.contributed = wire::bit(header.contributors, m.rank);
   out.late = !wire::bit(header.present, m.rank);
   out.slow = wire::ranks_of(header.slow, m.size);
-  out.dropped_fraction =
-      1.0 - static_cast<double>(wire::ranks_of(header.present, m.size).size()) / m.size;
+  out.dropped_fraction = static_cast<double>(header.dropped_ppm) / 1e6;
   out.wait_seconds = seconds_since(started);
-  if (carry && with_values && !out.contributed)
+  const size_t words = wire::mask_words(m.size);
+  out.chunk_contributors.resize(k.chunks);
+  for (size_t c = 0; c < k.chunks; ++c) {
+    if (k.chunks == 1) {
+      out.chunk_contributors[c] = static_cast<int>(out.contributors.size());
+      continue;
+    }
+    int n = 0;
+    for (int r = 0; r < m.size; ++r) n += wire::bit(header.chunks, static_cast<int>(c * words * 64) + r);
+    out.chunk_contributors[c] = n;
+  }
+  if (carry && with_values && !out.contributed) {
+    // What of ours the step went without comes with our next call for this key.
+    if (k.chunks > 1)
+      for (size_t c = 0; c < k.chunks; ++c)
+        if (wire::bit(header.chunks, static_cast<int>(c * words * 64) + m.rank))
+          std::memset(kept.data() + k.begin(c) * elem, 0, (k.end(c) - k.begin(c)) * elem);
     m.residuals[key] = Impl::Residual{std::move(kept), count, dtype};
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 // values' receive before they come.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -28,46 +29,74 @@ struct ContributionHeader {
 inline constexpr uint8_t kNoValues = 1;
 static_assert(sizeof(ContributionHeader) == 32);
 
-// Tags: the step's low 29 bits, then which message (0: header, 1: values).
-inline uint32_t tag(uint64_t step, int part) {
-  return static_cast<uint32_t>(((step & ((uint64_t{1} << 29) - 1)) << 1) | static_cast<uint64_t>(part));
+// Tags: the step's low 18 bits, then which message: 0 the header, 1.. the values' chunks.
+inline constexpr size_t kMaxChunks = 4095;
+inline uint32_t tag(uint64_t step, size_t part) {
+  return static_cast<uint32_t>(((step & ((uint64_t{1} << 18) - 1)) << 12) | part);
+}
+
+// How `count` values of `elem` bytes move: in chunks of about `chunk_bytes` (0: one message).
+struct Chunking {
+  size_t count = 0, per_chunk = 0, chunks = 1;
+  size_t begin(size_t c) const { return c * per_chunk; }
+  size_t end(size_t c) const { return std::min(count, (c + 1) * per_chunk); }
+};
+inline Chunking chunking(size_t count, size_t elem, size_t chunk_bytes) {
+  Chunking k;
+  k.count = count;
+  k.per_chunk = chunk_bytes == 0 || count == 0 ? std::max<size_t>(count, 1)
+                                               : std::max<size_t>(chunk_bytes / elem, 1);
+  k.chunks = count == 0 ? 1 : (count + k.per_chunk - 1) / k.per_chunk;
+  return k;
 }
 
 // Words of a rank bit set for `size` ranks.
 inline size_t mask_words(int size) { return (static_cast<size_t>(size) + 63) / 64; }
 
-// The result header: step, count, then as bit masks the contributors, the slow ranks and the
-// ranks present in time (contributors and those that joined without values).
+// The result header: step, count, the share of the values the step went without (parts per
+// million), then as bit masks the contributors (every chunk in), the slow ranks, the ranks
+// present in time (contributors and those that joined without values, or whose chunks were
+// still on the way), and with several chunks one mask per chunk.
 struct ResultHeader {
   uint64_t step = 0;
   uint64_t count = 0;
+  uint64_t dropped_ppm = 0;
   std::vector<uint64_t> contributors;  // mask_words(size)
-  std::vector<uint64_t> slow;          // mask_words(size)
-  std::vector<uint64_t> present;       // mask_words(size)
+  std::vector<uint64_t> slow;
+  std::vector<uint64_t> present;
+  std::vector<uint64_t> chunks;  // chunks x mask_words(size), when chunks > 1
 
-  static size_t bytes(int size) { return 24 + 24 * mask_words(size); }
+  static size_t bytes(int size, size_t nchunks) {
+    return 32 + 8 * mask_words(size) * (3 + (nchunks > 1 ? nchunks : 0));
+  }
 
   void encode(std::vector<char>& out, int size) const {
-    out.assign(bytes(size), 0);
-    const uint64_t fixed[3] = {kResultMagic, step, count};
-    std::memcpy(out.data(), fixed, 24);
-    std::memcpy(out.data() + 24, contributors.data(), 8 * mask_words(size));
-    std::memcpy(out.data() + 24 + 8 * mask_words(size), slow.data(), 8 * mask_words(size));
-    std::memcpy(out.data() + 24 + 16 * mask_words(size), present.data(), 8 * mask_words(size));
+    const size_t w = 8 * mask_words(size);
+    out.assign(32 + 3 * w + 8 * chunks.size(), 0);
+    const uint64_t fixed[4] = {kResultMagic, step, count, dropped_ppm};
+    std::memcpy(out.data(), fixed, 32);
+    std::memcpy(out.data() + 32, contributors.data(), w);
+    std::memcpy(out.data() + 32 + w, slow.data(), w);
+    std::memcpy(out.data() + 32 + 2 * w, present.data(), w);
+    if (!chunks.empty()) std::memcpy(out.data() + 32 + 3 * w, chunks.data(), 8 * chunks.size());
   }
   // False when the bytes are not a result header.
-  bool decode(const char* in, int size) {
-    uint64_t fixed[3];
-    std::memcpy(fixed, in, 24);
+  bool decode(const char* in, int size, size_t nchunks) {
+    uint64_t fixed[4];
+    std::memcpy(fixed, in, 32);
     if (fixed[0] != kResultMagic) return false;
     step = fixed[1];
     count = fixed[2];
-    contributors.assign(mask_words(size), 0);
-    slow.assign(mask_words(size), 0);
-    present.assign(mask_words(size), 0);
-    std::memcpy(contributors.data(), in + 24, 8 * mask_words(size));
-    std::memcpy(slow.data(), in + 24 + 8 * mask_words(size), 8 * mask_words(size));
-    std::memcpy(present.data(), in + 24 + 16 * mask_words(size), 8 * mask_words(size));
+    dropped_ppm = fixed[3];
+    const size_t words = mask_words(size), w = 8 * words;
+    contributors.assign(words, 0);
+    slow.assign(words, 0);
+    present.assign(words, 0);
+    chunks.assign(nchunks > 1 ? nchunks * words : 0, 0);
+    std::memcpy(contributors.data(), in + 32, w);
+    std::memcpy(slow.data(), in + 32 + w, w);
+    std::memcpy(present.data(), in + 32 + 2 * w, w);
+    if (!chunks.empty()) std::memcpy(chunks.data(), in + 32 + 3 * w, 8 * chunks.size());
     return true;
   }
 };
