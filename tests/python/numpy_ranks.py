@@ -406,6 +406,13 @@ def deadline(c):
         c.allgather(mine, seen).wait()
         assert (seen.reshape(c.size, c.size) == mine).all(), seen
     dl.close()
+    # Semi-reliable: 1000 values in chunks of 100 (800 bytes), no value may go missing.
+    dl = plait.DeadlineAllreduce(c, deadline=0.001, chunk_bytes=800, max_dropped=0.0)
+    a = np.full(1000, c.rank + 1, np.int64)
+    info = dl.allreduce(a)
+    assert len(info["chunk_contributors"]) == 10 and info["dropped_fraction"] == 0, info
+    assert (a == c.size * (c.size + 1) // 2).all(), a[:3]
+    dl.close()
     try:
         plait.DeadlineAllreduce(c, deadline=0)
         raise AssertionError("a deadline of 0 was accepted")
