@@ -20,7 +20,8 @@
 // Consistency (per partition, counted in pushes: a worker's clock for a key is how many
 // times it pushed it):
 //   kBsp  a pull after a worker's t-th push returns the parameters after every worker's t-th
-//         push was applied (once, aggregated);
+//         push was applied (once, aggregated); with backup workers, after round t was
+//         applied, which takes the first workers - backup_workers pushes of it;
 //   kAsp  every push is applied as it arrives; a pull returns the latest parameters;
 //   kSsp  as kAsp, but a worker at clock c waits in pull until the slowest worker's clock is
 //         at least c - staleness.
@@ -92,6 +93,11 @@ struct Options {
   bool servers_first = false;   // servers are the first k ranks (default: the last k)
   Consistency consistency = Consistency::kBsp;
   int staleness = 0;            // kSsp's bound s
+  // kBsp with backup workers: a round is applied once workers - backup_workers pushes of it
+  // are in (the first ones, per partition); a later push of a round already applied is
+  // dropped, or with fold_late added to the round being aggregated (and counted in its mean).
+  int backup_workers = 0;
+  bool fold_late = false;
   std::string name = "ps";      // store scope
   // PLAIT_* settings for this store's fabric and service, laid over the environment:
   // PLAIT_PS_PARTITION, PLAIT_PS_CHUNK, PLAIT_PS_SLOTS, PLAIT_PS_WINDOW, PLAIT_PS_WAIT,

@@ -12,6 +12,8 @@
 
 Consistency: "bsp" (a pull after a worker's t-th push sees every worker's t-th push),
 "asp" (latest), "ssp" with `staleness` s (no worker more than s pushes ahead of the slowest).
+BSP with `backup_workers` b applies each round with the first workers - b pushes; a late push
+is dropped, or with `fold_late` added to the next round.
 Rules: "sum", "mean" (aggregation only) or "sgd", "momentum", "adam" on the servers.
 push, pull and push_pull take one key and one buffer, or a list of each; they return a Work
 at once (its `version` says which parameters a pull returned). Torch CPU tensors are used in
@@ -52,9 +54,9 @@ def _dtype(x):
 
 class KVStore:
     def __init__(self, servers=0, consistency="bsp", staleness=0, servers_first=False,
-                 name="ps", settings=None, timeout=60.0):
+                 name="ps", settings=None, timeout=60.0, backup_workers=0, fold_late=False):
         self._kv = _KVStore(servers, consistency, staleness, servers_first, name,
-                            settings or {}, timeout)
+                            settings or {}, timeout, backup_workers, fold_late)
 
     is_server = property(lambda self: self._kv.is_server)
     is_worker = property(lambda self: self._kv.is_worker)

@@ -37,12 +37,14 @@ class PyKVStore {
  public:
   PyKVStore(int servers, const std::string& consistency, int staleness, bool servers_first,
             const std::string& name, const std::map<std::string, std::string>& settings,
-            double timeout_s)
+            double timeout_s, int backup_workers, bool fold_late)
       : in_flight_(std::make_shared<InFlight>()) {
     ps::Options o{.servers = servers,
                   .servers_first = servers_first,
                   .consistency = parse_consistency(consistency),
                   .staleness = staleness,
+                  .backup_workers = backup_workers,
+                  .fold_late = fold_late,
                   .name = name,
                   .settings = settings};
     py::gil_scoped_release nogil;
@@ -166,10 +168,11 @@ void register_ps(py::module_& m) {
                         "The parameter server (plait/ps.h): the last `servers` ranks serve "
                         "key shards, the others push and pull. Creating one is collective.")
       .def(py::init<int, const std::string&, int, bool, const std::string&,
-                    const std::map<std::string, std::string>&, double>(),
+                    const std::map<std::string, std::string>&, double, int, bool>(),
            py::arg("servers") = 0, py::arg("consistency") = "bsp", py::arg("staleness") = 0,
            py::arg("servers_first") = false, py::arg("name") = "ps",
-           py::arg("settings") = std::map<std::string, std::string>{}, py::arg("timeout") = 60.0)
+           py::arg("settings") = std::map<std::string, std::string>{}, py::arg("timeout") = 60.0,
+           py::arg("backup_workers") = 0, py::arg("fold_late") = false)
       .def_property_readonly("is_server", [](const PyKVStore& s) { return s.kv().is_server(); })
       .def_property_readonly("is_worker", [](const PyKVStore& s) { return s.kv().is_worker(); })
       .def_property_readonly("num_servers", [](const PyKVStore& s) { return s.kv().num_servers(); })

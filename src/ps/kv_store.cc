@@ -268,9 +268,18 @@ std::shared_ptr<KVStore> KVStore::create(const Bootstrap& bootstrap, const Optio
     throw invalid_usage("staleness " + std::to_string(options.staleness) +
                             " (a bound >= 0, and only with Consistency::kSsp)",
                         ctx);
+  if (options.backup_workers < 0 || options.backup_workers >= size - servers ||
+      (options.backup_workers > 0 && options.consistency != Consistency::kBsp) ||
+      (options.fold_late && options.backup_workers == 0))
+    throw invalid_usage("backup_workers " + std::to_string(options.backup_workers) +
+                            " (0 up to one less than the " + std::to_string(size - servers) +
+                            " workers, only with Consistency::kBsp; fold_late needs backup workers)",
+                        ctx);
   Service service;
   service.consistency = options.consistency;
   service.staleness = options.staleness;
+  service.backup_workers = options.backup_workers;
+  service.fold_late = options.fold_late;
   service.slot_bytes = (std::min(config.ps_chunk_bytes, config.ps_partition_bytes) + 63) / 64 * 64;
   service.slots = static_cast<uint32_t>(config.ps_slots);
   service.window_bytes = config.ps_window_bytes;

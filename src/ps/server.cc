@@ -229,6 +229,7 @@ void PsServer::add_keys(const KeyTable& table, const std::vector<const KeyInfo*>
         s->m = AlignedBuffer(acc_bytes);
       if (info.update.rule == Rule::kAdam) s->v = AlignedBuffer(acc_bytes);
       s->pushes.assign(service_.num_workers(), 0);
+      s->taken.assign(service_.num_workers(), 0);
       s->in_round.assign(service_.num_workers(), 0);
       if (init[k].key != 0) {
         // The first worker's values, read one-sidedly into what replies are written from.

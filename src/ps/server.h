@@ -81,6 +81,10 @@ class PsServer {
     uint64_t steps = 0;    // updates applied (Adam's t)
     uint64_t rounds = 0;   // BSP: rounds applied
     std::vector<uint64_t> pushes;  // per worker: pushes applied (BSP: aggregated)
+    std::vector<uint64_t> taken;   // per worker: pushes taken from the ring, dropped ones too
+    AlignedBuffer late;            // acc_type: BSP backup's late pushes folded into the round
+    int folded = 0;
+    uint64_t dropped = 0;          // BSP backup: late pushes dropped
     std::vector<char> in_round;    // BSP: this worker's push is in the round being aggregated
     int contributors = 0;
     // BSP: the round's first push, left in its slot until the second comes, so that the two

@@ -37,10 +37,23 @@ void PsServer::on_push(int worker, uint32_t slot, uint32_t partition, size_t byt
 bool PsServer::absorb(Shard& s, int worker, uint32_t slot) {
   const std::byte* data = slot_data(worker, slot);
   if (service_.consistency == Consistency::kBsp) {
+    // Backup workers: a push of a round applied without it is late.
+    if (s.taken[worker] < s.rounds) {
+      if (service_.fold_late) {
+        if (s.late.size() == 0) s.late = AlignedBuffer(s.count * dtype_size(acc_type(s.dtype)));
+        if (s.folded++ == 0) load_into(s.dtype, s.late.data(), data, s.count);
+        else add_into(s.dtype, s.late.data(), data, s.count);
+      } else {
+        s.dropped += 1;
+      }
+      s.taken[worker] += 1;
+      release_slot(worker, slot);
+      return true;
+    }
     // The worker's next round, or a round whose result is not applied yet: later.
     if (s.in_round[worker] || s.round_complete) return false;
     const bool same_type = acc_type(s.dtype) == s.dtype;
-    if (s.contributors == 0 && service_.num_workers() > 1 && same_type &&
+    if (s.contributors == 0 && service_.round_size() > 1 && same_type &&
         parked_[worker] + 1 < service_.slots) {
       s.first = Held{worker, slot};  // stays in its slot until the second push comes
       parked_[worker] += 1;
@@ -61,7 +74,8 @@ bool PsServer::absorb(Shard& s, int worker, uint32_t slot) {
     s.in_round[worker] = 1;
     s.contributors += 1;
     s.pushes[worker] += 1;
-    if (s.contributors == service_.num_workers()) {
+    s.taken[worker] += 1;
+    if (s.contributors == service_.round_size()) {
       s.round_complete = true;
       if (s.replies_in_flight == 0) apply_round(s);
     }
@@ -86,7 +100,13 @@ bool PsServer::absorb(Shard& s, int worker, uint32_t slot) {
 }
 
 void PsServer::apply_round(Shard& s) {
-  const int workers = service_.num_workers();
+  // The round's pushes, and with fold_late the late ones taken since the last round.
+  int workers = s.contributors;
+  if (s.folded > 0) {
+    reduce_inplace(acc_type(s.dtype), ReduceOp::kSum, s.accum.data(), s.late.data(), s.count);
+    workers += s.folded;
+    s.folded = 0;
+  }
   switch (s.update.rule) {
     case Rule::kSum:
       s.master.swap(s.accum);  // the round's sum is the new value: no copy
@@ -230,18 +250,24 @@ void PsServer::check_health() {
       if (service_.consistency == Consistency::kSsp && p.request.clock > static_cast<uint64_t>(service_.staleness))
         need = p.request.clock - static_cast<uint64_t>(service_.staleness);
       std::string missing, gone;
+      int gone_count = 0;
       for (int w = 0; w < workers; ++w) {
-        if (s.pushes[w] >= need) continue;
-        missing += " " + std::to_string(service_.workers[w]);
+        if (s.taken[w] >= need) continue;
+        missing += ' ';
+        missing += std::to_string(service_.workers[w]);
         if (!failed_[w].empty())
           gone += (gone.empty() ? "" : "; ") + failed_[w];
         else if (done_[w])
           gone += (gone.empty() ? "" : "; ") + std::string("worker rank ") +
                   std::to_string(service_.workers[w]) + " finished after " +
-                  std::to_string(s.pushes[w]) + " pushes of it";
+                  std::to_string(s.taken[w]) + " pushes of it";
+        else
+          continue;
+        ++gone_count;
       }
       const std::string what = "pull of " + s.label + " at clock " + std::to_string(p.request.clock);
-      if (!gone.empty()) {
+      // With backup workers a round goes on without up to backup_workers of them.
+      if (gone_count > (service_.consistency == Consistency::kBsp ? service_.backup_workers : 0)) {
         fail_pull(p, ErrorCategory::kRemote, what + " can never be answered: " + gone);
       } else if (now - p.since > service_.timeout) {
         fail_pull(p, ErrorCategory::kTimeout,

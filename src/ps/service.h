@@ -15,6 +15,8 @@ namespace plait::ps {
 struct Service {
   Consistency consistency = Consistency::kBsp;
   int staleness = 0;
+  int backup_workers = 0;      // kBsp: a round needs workers - backup_workers pushes
+  bool fold_late = false;      // kBsp backup: a late push joins the next round, not dropped
   size_t slot_bytes = 0;       // one ring slot: the largest partition
   uint32_t slots = 4;          // per worker and server
   size_t window_bytes = 0;     // push bytes a worker keeps on the wire (0: slots only)
@@ -24,6 +26,7 @@ struct Service {
   std::vector<int> role_index; // per fabric rank: its index among the servers or workers
 
   int num_workers() const { return static_cast<int>(workers.size()); }
+  int round_size() const { return num_workers() - backup_workers; }
   int num_servers() const { return static_cast<int>(servers.size()); }
 };
 

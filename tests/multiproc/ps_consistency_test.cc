@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -94,6 +96,88 @@ TEST(PsStale, AspAppliesEveryPushAndEndsExact) {
   JobResult r = run_job(5, "ps_asp", {{"PLAIT_TIMEOUT", "60000"}, {"PS_SERVERS", "2"}}, 300);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(count_of(r.output, "ps asp ok"), 3u) << r.output;
+}
+
+// BSP with one backup worker. Worker w pushes 2^w, so a value names whose pushes it holds.
+// Round 1 is applied with workers 0-2 alone (worker 3 waits at a barrier). Then worker 3
+// pushes its round-1 gradient, late: dropped, or with fold_late added to round 2, which
+// workers 0-2 then apply with it: 7 + 8 = 15. Rounds 3-4 go without worker 3 again.
+int backup_child() {
+  auto bootstrap = bootstrap_from_env(30s);
+  auto comm = Communicator::create(bootstrap, {.name = "test"});
+  ps::Options o;
+  o.servers = 1;
+  o.backup_workers = 1;
+  o.fold_late = env_int("PS_FOLD", 0) != 0;
+  auto kv = KVStore::create(bootstrap, o);
+  const size_t n = 1024;
+  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int me = kv->worker_index();
+  auto workers = comm->subgroup({0, 1, 2, 3});  // servers are the last ranks
+  std::vector<float> g(n, static_cast<float>(1 << me)), out(n);
+  auto step = [&](int clock) {
+    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
+    wk->wait();
+    for (size_t i = 1; i < n; ++i)
+      if (out[i] != out[0]) return std::string("values differ");
+    return "version " + std::to_string(wk->version()) + " value " + std::to_string(static_cast<int>(out[0])) +
+           " at clock " + std::to_string(clock);
+  };
+  if (me < 3) {
+    std::printf("%s\n", step(1).c_str());
+    workers->barrier()->wait();  // round 1 applied: worker 3 pushes now, late
+    workers->barrier()->wait();  // its late push is in
+    for (int clock = 2; clock <= 4; ++clock) std::printf("%s\n", step(clock).c_str());
+  } else {
+    workers->barrier()->wait();
+    std::printf("late %s\n", step(1).c_str());
+    workers->barrier()->wait();
+  }
+  kv->finalize();
+  std::printf("worker %d: ps backup ok\n", me);
+  return 0;
+}
+ChildMode backup_mode("ps_backup", backup_child);
+
+TEST(PsBackup, ARoundIsAppliedWithTheFirstWorkersAndTheLateOneDroppedOrFolded) {
+  for (const char* fold : {"0", "1"}) {
+    JobResult r = run_job(5, "ps_backup", {{"PLAIT_TIMEOUT", "60000"}, {"PS_FOLD", fold}}, 300);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(count_of(r.output, "ps backup ok"), 4u) << r.output;
+    const bool folded = std::string(fold) == "1";
+    EXPECT_EQ(count_of(r.output, "] version 1 value 7 at clock 1"), 3u) << r.output;
+    EXPECT_EQ(count_of(r.output, folded ? "version 2 value 15 at clock 2" : "version 2 value 7 at clock 2"), 3u)
+        << r.output;
+    EXPECT_EQ(count_of(r.output, "version 4 value 7 at clock 4"), 3u) << r.output;
+    // The late worker's pull at clock 1 is answered at once, with what round 1 or later holds.
+    EXPECT_EQ(count_of(r.output, "late version "), 1u) << r.output;
+  }
+}
+
+int backup_bad_child() {
+  auto bootstrap = bootstrap_from_env(30s);
+  try {
+    ps::Options o;
+    o.servers = 1;
+    o.backup_workers = 2;  // two workers: at most one backup
+    KVStore::create(bootstrap, o);
+  } catch (const Error& e) {
+    std::printf("refused: %s\n", e.what());
+    return e.category() == ErrorCategory::kInvalidUsage ? 0 : 1;
+  }
+  return 1;
+}
+ChildMode backup_bad_mode("ps_backup_bad", backup_bad_child);
+
+TEST(PsBackup, AsManyBackupsAsWorkersAreRefused) {
+  JobResult r = run_job(3, "ps_backup_bad", {{"PLAIT_TIMEOUT", "20000"}}, 120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("backup_workers 2 (0 up to one less than the 2 workers"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace
