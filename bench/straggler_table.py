@@ -29,19 +29,40 @@ METHODS = [m.split("@") for m in os.environ.get(
 FIELDS = ("test_accuracy", "epoch_s", "step_p50_ms", "step_p99_ms", "dropped", "skipped")
 
 
-def run(method, deadline=None, backup=None):
-    cmd = [PLAIT, "run", "-n", RANKS, "--", "/usr/bin/python3",
-           os.path.join(ROOT, "examples", "straggler_fashion_mnist.py"), "--aggregate", method, *ARGS]
-    if deadline:
-        cmd += ["--deadline-ms", deadline]
+# ps-bsp, ps-asp, ps-ssp@S (staleness), ps-bsp@0@B (backup workers): the parameter server
+# example with one more rank (its server), each worker taking batch / RANKS per step.
+def ps_command(mode, staleness=None, backup=None):
+    batch = int(ARGS[ARGS.index("--batch") + 1]) if "--batch" in ARGS else 960
+    rest = [a for i, a in enumerate(ARGS)
+            if a not in ("--batch", "--lr") and (i == 0 or ARGS[i - 1] not in ("--batch", "--lr"))]
+    cmd = [PLAIT, "run", "-n", str(int(RANKS) + 1), "--", "/usr/bin/python3",
+           os.path.join(ROOT, "examples", "ps_fashion_mnist.py"), "--servers", "1", "--epochs", "1",
+           "--mode", mode, "--batch-size", str(batch // int(RANKS)), "--lr", "0.002", *rest]
+    if staleness and staleness != "0":
+        cmd += ["--staleness", staleness]
     if backup:
+        cmd += ["--backup", backup]
+    return cmd
+
+
+def run(method, deadline=None, backup=None):
+    if method.startswith("ps-"):
+        cmd = ps_command(method[3:], deadline, backup)
+    else:
+        cmd = [PLAIT, "run", "-n", RANKS, "--", "/usr/bin/python3",
+               os.path.join(ROOT, "examples", "straggler_fashion_mnist.py"), "--aggregate", method,
+               *ARGS]
+    if deadline and not method.startswith("ps-"):
+        cmd += ["--deadline-ms", deadline]
+    if backup and not method.startswith("ps-"):
         cmd += ["--backup", backup]
     env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "build", "python")}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     m = re.search(r"RESULT .*", out.stdout)
     if out.returncode != 0 or not m:
         sys.exit(f"{' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
-    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", m.group(0)) if k in FIELDS}
+    got = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", m.group(0)) if k in FIELDS}
+    return {k: got.get(k, 0.0) for k in FIELDS}
 
 
 def cell(values, fmt):
@@ -59,7 +80,11 @@ print()
 print("| method | epoch s | test accuracy | step p50 ms | step p99 ms | p99/p50 | dropped | skipped |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for m, rs in results.items():
-    name = m[0] + (f" ({m[1]} ms" + (f", backup {m[2]})" if len(m) > 2 else ")") if len(m) > 1 else "")
+    if m[0].startswith("ps-"):
+        name = m[0] + (f" staleness {m[1]}" if len(m) > 1 and m[1] != "0" else "") + \
+            (f" backup {m[2]}" if len(m) > 2 else "")
+    else:
+        name = m[0] + (f" ({m[1]} ms" + (f", backup {m[2]})" if len(m) > 2 else ")") if len(m) > 1 else "")
     col = {k: [r[k] for r in rs] for k in FIELDS}
     ratio = [r["step_p99_ms"] / r["step_p50_ms"] for r in rs]
     print(f"| {name} | {cell(col['epoch_s'], '{:.2f}')} | {cell(col['test_accuracy'], '{:.4f}')} | "

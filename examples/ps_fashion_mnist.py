@@ -24,6 +24,10 @@ where version is the parameters' version as the last pull returned it (BSP: roun
 and at the end exactly one line
 
     RESULT mode=<bsp|asp|ssp> test_accuracy=<0..1> epoch_s=<mean> samples_per_s=<all workers>
+           step_p50_ms=... step_p99_ms=...
+
+Stragglers as in straggler_fashion_mnist.py (--straggler RANK:FACTOR, --trace P:FACTOR, a
+worker index here); --backup B with bsp applies each round with the first workers - B pushes.
 """
 
 import argparse
@@ -37,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ddp_fashion_mnist import (DEFAULT_DATA_DIR, MLP, SetupError, load_split,  # noqa: E402
                                run_reporting_errors, standardizer)
+from straggler_fashion_mnist import parse_pair, slow_factor  # noqa: E402
 
 import torch  # noqa: E402  (ddp_fashion_mnist checked that it is there)
 import torch.nn.functional as F  # noqa: E402
@@ -61,6 +66,14 @@ def parse_args(argv):
     p.add_argument("--servers", type=int, default=2, help="server ranks (default: 2)")
     p.add_argument("--mode", choices=["bsp", "asp", "ssp"], default="bsp")
     p.add_argument("--staleness", type=int, default=0, help="ssp's bound (default: 0)")
+    p.add_argument("--backup", type=int, default=0,
+                   help="bsp: apply each round with the first workers - B pushes (backup workers)")
+    p.add_argument("--fold-late", action="store_true",
+                   help="with --backup: a late push joins the next round instead of being dropped")
+    p.add_argument("--straggler", type=lambda t: parse_pair(t, "--straggler", int),
+                   help="RANK:FACTOR: that worker computes FACTOR times slower every step")
+    p.add_argument("--trace", type=lambda t: parse_pair(t, "--trace", float),
+                   help="P:FACTOR: each step, each worker FACTOR times slower with probability P")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=128, help="per worker (default: 128)")
@@ -72,6 +85,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.staleness and args.mode != "ssp":
         p.error("--staleness needs --mode ssp")
+    if (args.backup or args.fold_late) and args.mode != "bsp":
+        p.error("--backup and --fold-late need --mode bsp")
     return args
 
 
@@ -80,6 +95,7 @@ def run(args):
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     kv = ps.KVStore(servers=args.servers, consistency=args.mode, staleness=args.staleness,
+                    backup_workers=args.backup, fold_late=args.fold_late,
                     settings={"PLAIT_TIMEOUT": str(int(args.timeout * 1000))})
     model = MLP(*args.hidden, fc_as_conv=torch.backends.mkldnn.is_available())
     params = [p.data for p in model.parameters()]
@@ -103,20 +119,25 @@ def run(args):
         print(f"mode={args.mode} staleness={args.staleness} servers={kv.num_servers} "
               f"workers={workers} params={sum(p.numel() for p in params)} "
               f"batch={args.batch_size}/worker lr={args.lr} steps/epoch={steps}", flush=True)
-    epoch_times, accuracy = [], 0.0
+    epoch_times, step_times, accuracy = [], [], 0.0
     for epoch in range(args.epochs):
         order = np.random.default_rng(args.seed + epoch).permutation(len(train_x))[me::workers]
         loss_sum, version = 0.0, 0
         t0 = time.perf_counter()
         for step in range(steps):
+            s0 = time.perf_counter()
             bi = torch.from_numpy(order[step * args.batch_size:(step + 1) * args.batch_size])
             model.zero_grad(set_to_none=False)
             loss = F.cross_entropy(model(prepare(train_x[bi])), train_y[bi])
             loss.backward()
+            factor = slow_factor(args, me, epoch * steps + step)
+            if factor > 1:
+                time.sleep((factor - 1) * (time.perf_counter() - s0))
             work = kv.push_pull(keys, [p.grad for p in model.parameters()], params)
             work.wait()
             version = work.version
             loss_sum += loss.item()
+            step_times.append(time.perf_counter() - s0)
         epoch_times.append(time.perf_counter() - t0)
         if me == 0:
             with torch.no_grad():
@@ -126,8 +147,11 @@ def run(args):
                   f"version={version}", flush=True)
     if me == 0:
         samples_per_s = steps * args.batch_size * workers * args.epochs / sum(epoch_times)
+        t = np.array(step_times) * 1e3
         print(f"RESULT mode={args.mode} test_accuracy={accuracy:.4f} "
-              f"epoch_s={np.mean(epoch_times):.3f} samples_per_s={samples_per_s:.0f}", flush=True)
+              f"epoch_s={np.mean(epoch_times):.3f} samples_per_s={samples_per_s:.0f} "
+              f"step_p50_ms={np.percentile(t, 50):.1f} step_p99_ms={np.percentile(t, 99):.1f}",
+              flush=True)
     kv.finalize()
 
 
