@@ -6,18 +6,10 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/rank_list.h"
 
 namespace plait::coll {
 namespace {
-
-std::string join(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(r);
-  }
-  return s;
-}
 
 // "id:r0,r1,...", as the deciding survivor publishes it.
 SurvivorAgreement parse_decision(const std::string& text, const ErrorContext& ctx) {
@@ -84,9 +76,9 @@ SurvivorAgreement agree_on_survivors(const SurvivorAgreementArgs& a) {
           }
           const int64_t id = a.draw_comm_id();
           log(LogLevel::kInfo, "shrink: rank ", a.rank, " decided the survivors: ranks [",
-                         join(members), "] of ", n, "; left out [", join(missing), "]",
+                         rank_list(members), "] of ", n, "; left out [", rank_list(missing), "]",
                          accounted ? "" : " (some never joined before the deadline)");
-          store.set(decision_key, std::to_string(id) + ":" + join(members));
+          store.set(decision_key, std::to_string(id) + ":" + rank_list(members));
         }
         break;
       }
@@ -104,7 +96,7 @@ SurvivorAgreement agree_on_survivors(const SurvivorAgreementArgs& a) {
   SurvivorAgreement out = parse_decision(decision, ctx);
   if (!std::binary_search(out.members.begin(), out.members.end(), a.rank))
     throw aborted_error("rank " + std::to_string(a.rank) + " was left out: the survivors of " +
-                            std::to_string(n) + " ranks agreed on ranks [" + join(out.members) +
+                            std::to_string(n) + " ranks agreed on ranks [" + rank_list(out.members) +
                             "] before it joined shrink, or a peer reported its connection failed",
                         ctx);
   return out;

@@ -50,24 +50,10 @@ addrinfo* resolve(const std::string& host, int port, bool passive) {
 }  // namespace
 
 Fd listen_tcp(const std::string& host, int port, int backlog) {
-  addrinfo* res = resolve(host, port, true);
-  int last_err = 0;
-  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-    if (!fd.valid()) {
-      last_err = errno;
-      continue;
-    }
-    int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), backlog) == 0) {
-      ::freeaddrinfo(res);
-      return fd;
-    }
-    last_err = errno;
-  }
-  ::freeaddrinfo(res);
-  throw system_error("cannot listen on " + endpoint(host, port), last_err, {.op = "listen"});
+  Fd fd = bind_tcp(host, port);
+  if (::listen(fd.get(), backlog) != 0)
+    throw system_error("cannot listen on " + endpoint(host, port), errno, {.op = "listen"});
+  return fd;
 }
 
 Fd bind_tcp(const std::string& host, int port) {

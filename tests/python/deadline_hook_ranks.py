@@ -42,6 +42,9 @@ def main():
     print(f"rank {rank}: buckets {state.steps} missed {state.missed} skipped {state.skipped} "
           f"dropped {state.dropped / state.steps:.3f} slow {state.slow}", flush=True)
     state.dl.close()
+    # Every rank done with gloo before any tears its pairs down: a destroy racing a peer's
+    # last collective can hang at exit (pytorch/pytorch#75097; seen once under CI's load).
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -64,6 +64,9 @@ def main():
     assert all(torch.equal(o, flat) for o in others), "ranks differ"
     torch.save(flat, os.path.join(os.environ["OUT_DIR"], f"{backend}-{method}-rank{rank}.pt"))
     print(f"rank {rank}: hooks {backend} {method} ok", flush=True)
+    # Every rank done with gloo before any tears its pairs down: a destroy racing a peer's
+    # last collective can hang at exit (pytorch/pytorch#75097; seen once under CI's load).
+    dist.barrier()
     dist.destroy_process_group()
 
 

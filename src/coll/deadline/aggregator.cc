@@ -5,19 +5,11 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/rank_list.h"
 #include "core/reduce.h"
 
 namespace plait::deadline {
 namespace {
-
-std::string list(const std::vector<int>& ranks) {
-  std::string s;
-  for (int r : ranks) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(r);
-  }
-  return s;
-}
 
 std::string shape_text(const wire::ContributionHeader& h) {
   return std::to_string(h.count) + " x " + std::string(to_string(static_cast<DataType>(h.dtype))) +
@@ -394,7 +386,7 @@ void Aggregator::decide(Step& st, uint64_t step, double missing) {
   last_result_ = Clock::now();
   if (log_enabled(LogLevel::kDebug))
     log(LogLevel::kDebug, "deadline allreduce step ", step, ": contributors [",
-        list(wire::ranks_of(header.contributors, size_)), "] of ", size_, ", ", missing * 100,
+        rank_list(wire::ranks_of(header.contributors, size_)), "] of ", size_, ", ", missing * 100,
         " % of the values missing");
 
   auto encoded = std::make_shared<std::vector<char>>();
