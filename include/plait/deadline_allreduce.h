@@ -90,6 +90,8 @@ class DeadlineAllreduce {
   // communicators off `comm` (contributions and results) and starts the aggregator thread on
   // the root. Throws Error(kInvalidUsage) for options out of range.
   DeadlineAllreduce(Communicator& comm, const Options& options);
+  // Waits, up to 10 s (or the timeout if shorter), until late contributions are received
+  // and every result delivered; past that it logs what is still missing.
   ~DeadlineAllreduce();
   DeadlineAllreduce(const DeadlineAllreduce&) = delete;
   DeadlineAllreduce& operator=(const DeadlineAllreduce&) = delete;

@@ -76,13 +76,15 @@ void Aggregator::run() {
   // After stop_, the thread drains: late contributions to decided steps still arrive, and
   // every result must reach its rank before the buffers go (a peer still reads them).
   std::optional<Clock::time_point> drain_until;
+  Clock::time_point next_report{};
   for (;;) {
     Clock::time_point wake = try_decide();
     std::deque<EventQueue::Event> events;
     {
       std::unique_lock lock(queue_->mu);
       if (stop_ && !drain_until) {
-        drain_until = Clock::now() + contributions_->timeout();
+        drain_until = Clock::now() + std::min<Clock::duration>(contributions_->timeout(), kCloseDrain);
+        next_report = Clock::now() + std::chrono::seconds(2);
         draining_ = true;
       }
       if (drain_until) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(5));
@@ -102,7 +104,25 @@ void Aggregator::run() {
       std::lock_guard lock(queue_->mu);
       if (error_) break;
     }
-    if (drain_until && (drained() || Clock::now() >= *drain_until)) return;
+    if (drain_until && drained()) return;
+    const bool out_of_time = drain_until && Clock::now() >= *drain_until;
+    if (out_of_time || (drain_until && Clock::now() >= next_report)) {
+      next_report = Clock::now() + std::chrono::seconds(2);
+      std::string missing;
+      for (const auto& [step, st] : steps_) {
+        if (step >= next_) continue;
+        for (int r = 0; r < size_; ++r) {
+          const Slot& slot = st.slots[static_cast<size_t>(r)];
+          if (!slot.finished && !slot.closed)
+            missing += " step " + std::to_string(step) + " rank " + std::to_string(r) +
+                       (slot.header_work && slot.header_work->test() ? " (header in)" : "");
+        }
+      }
+      log(out_of_time ? LogLevel::kWarn : LogLevel::kInfo, "deadline allreduce: ",
+          out_of_time ? "closed after the timeout" : "closing", ", still missing:",
+          missing.empty() ? " nothing" : missing, "; ", sends_.size(), " results not yet delivered");
+      if (out_of_time) return;
+    }
   }
   // Failed: nothing more can be decided; wait for the end.
   std::unique_lock lock(queue_->mu);

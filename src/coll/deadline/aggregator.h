@@ -7,6 +7,7 @@
 // that arrive after their step was decided are counted late and dropped here.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -21,6 +22,10 @@
 #include "plait/deadline_allreduce.h"
 
 namespace plait::deadline {
+
+// How long closing waits at most for late contributions and undelivered results (or the
+// communicator's timeout, if shorter); past it, it says on stderr what is still missing.
+inline constexpr std::chrono::seconds kCloseDrain{10};
 
 // Completions and hand-overs, shared with the callbacks (which may outlive the aggregator).
 struct EventQueue {
@@ -54,7 +59,7 @@ class Aggregator {
  public:
   Aggregator(std::shared_ptr<Communicator> contributions, std::shared_ptr<Communicator> results,
              const Options& options);
-  // Drains first (see run()), at most the communicator's timeout.
+  // Drains first (see run()), at most kCloseDrain.
   ~Aggregator();
 
   // The root's own contribution to `step` (its values moved in).
