@@ -115,7 +115,11 @@ void Aggregator::run() {
           const Slot& slot = st.slots[static_cast<size_t>(r)];
           if (!slot.finished && !slot.closed)
             missing += " step " + std::to_string(step) + " rank " + std::to_string(r) +
-                       (slot.header_work && slot.header_work->test() ? " (header in)" : "");
+                       (slot.header_work && slot.header_work->test() ? " (header in" : " (no header") +
+                       (slot.has_values ? ", chunks " + std::to_string(slot.chunks_done) + "/" +
+                                              std::to_string(slot.chunk_works.size())
+                                        : "") +
+                       ")";
         }
       }
       log(out_of_time ? LogLevel::kWarn : LogLevel::kInfo, "deadline allreduce: ",
