@@ -151,6 +151,14 @@ class Trainer:
         return zlib.crc32(flat.tobytes())
 
 
+def load_standardized(data_dir):
+    """(train_x, train_y, test_x, test_y), pixels standardized by the training set."""
+    train_x, train_y = load_split(data_dir, "train")
+    test_x, test_y = load_split(data_dir, "t10k")
+    prepare = standardizer(train_x)
+    return prepare(train_x), train_y, prepare(test_x), test_y
+
+
 def evaluate(model, x, y):
     model.eval()
     with torch.no_grad():
@@ -169,10 +177,7 @@ def train(args):
     me = comm.rank
     kill_at = {step for rank, step in args.kill if rank == me}
 
-    train_x, train_y = load_split(args.data_dir, "train")
-    test_x, test_y = load_split(args.data_dir, "t10k")
-    prepare = standardizer(train_x)
-    train_x, test_x = prepare(train_x), prepare(test_x)
+    train_x, train_y, test_x, test_y = load_standardized(args.data_dir)
     trainer = Trainer(args)
     steps_per_epoch = train_x.shape[0] // args.batch
     total = steps_per_epoch * args.epochs

@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ddp_fashion_mnist import (DEFAULT_DATA_DIR, MLP, SetupError, load_split,  # noqa: E402
                                run_reporting_errors, standardizer)
+from elastic_fashion_mnist import import_plait  # noqa: E402
 from straggler_fashion_mnist import parse_pair, slow_factor  # noqa: E402
 
 import torch  # noqa: E402  (ddp_fashion_mnist checked that it is there)
@@ -48,15 +49,11 @@ import torch.nn.functional as F  # noqa: E402
 
 
 def import_plait_ps():
+    import_plait()  # adds build/python to the path if plait is not installed
     try:
         import plait.ps  # noqa: F401
-    except ImportError:
-        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "build", "python"))
-        try:
-            import plait.ps  # noqa: F401
-        except ImportError as e:
-            raise SetupError(f"plait.ps is not importable ({e}): build plait (make build) or "
-                             f"add its build/python to PYTHONPATH") from e
+    except ImportError as e:
+        raise SetupError(f"plait.ps is not importable ({e}): build plait (make build)") from e
     return sys.modules["plait.ps"]
 
 

@@ -40,9 +40,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from ddp_fashion_mnist import (DEFAULT_DATA_DIR, SetupError, load_split,  # noqa: E402
-                               run_reporting_errors, standardizer)
-from elastic_fashion_mnist import Trainer, evaluate, import_plait  # noqa: E402
+from ddp_fashion_mnist import DEFAULT_DATA_DIR, run_reporting_errors  # noqa: E402
+from elastic_fashion_mnist import Trainer, evaluate, import_plait, load_standardized  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -111,10 +110,7 @@ def train(args):
         dl = plait.DeadlineAllreduce(comm, deadline=args.deadline_ms / 1e3, backup=args.backup,
                                      late="carry" if args.aggregate == "deadline-carry" else "drop")
 
-    train_x, train_y = load_split(args.data_dir, "train")
-    test_x, test_y = load_split(args.data_dir, "t10k")
-    prepare = standardizer(train_x)
-    train_x, test_x = prepare(train_x), prepare(test_x)
+    train_x, train_y, test_x, test_y = load_standardized(args.data_dir)
     trainer = Trainer(args)
     steps_per_epoch = train_x.shape[0] // args.batch
     # The samples each rank's share covers travel with the gradient (one more element), so a
