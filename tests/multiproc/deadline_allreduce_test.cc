@@ -312,6 +312,42 @@ TEST(DeadlineAllreduce, ChunksThatMissTheDeadlineAreLeftOutChunkByChunkAlikeOnEv
   }
 }
 
+// The root closes as soon as it has its result, while the others' late contributions are
+// still arriving: closing must drain them, not wait out its timeout. (The aggregator once
+// took the queued arrivals and threw them away when the request to stop came in the same
+// wake-up; the close then waited its 10 s and said the headers were missing.)
+int close_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int me = comm->rank();
+  std::mt19937 rng(static_cast<unsigned>(77 + me));
+  try {
+    std::vector<float> buf(256, 1.0f);
+    for (int round = 0; round < env_int("DL_ROUNDS", 30); ++round) {
+      DeadlineAllreduce dl(*comm, Options{.deadline = std::chrono::milliseconds(1)});
+      for (int s = 0; s < 3; ++s) {
+        if (me != 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+        dl.allreduce(buf.data(), buf.size(), DataType::kF32, ReduceOp::kAvg);
+      }
+    }
+  } catch (const Error& e) {
+    std::printf("ERROR %s\n", e.what());
+    return 3;
+  }
+  std::printf("ok\n");
+  return 0;
+}
+ChildMode close_mode("deadline_close", close_child);
+
+TEST(DeadlineAllreduce, ClosingRightAfterTheResultDrainsTheLateContributions) {
+  auto results = spawn_ranks(3, {0, 1, 2}, "deadline_close", [](int) {
+    return std::map<std::string, std::string>{{"PLAIT_TIMEOUT", "60000"}};
+  });
+  for (const auto& r : results) {
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(r.output.find("closed after the timeout"), std::string::npos) << r.output;
+  }
+}
+
 int bad_options_child() {
   auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
   int refused = 0;

@@ -35,6 +35,7 @@ Aggregator::~Aggregator() {
   {
     std::lock_guard lock(queue_->mu);
     stop_ = true;
+    queue_->events.push_back({EventQueue::Kind::kStop, me_, 0});
   }
   queue_->cv.notify_all();
   thread_.join();
@@ -73,29 +74,22 @@ LocalResult Aggregator::take_result(uint64_t step, std::chrono::milliseconds tim
 }
 
 void Aggregator::run() {
-  // After stop_, the thread drains: late contributions to decided steps still arrive, and
+  // After kStop, the thread drains: late contributions to decided steps still arrive, and
   // every result must reach its rank before the buffers go (a peer still reads them).
-  std::optional<Clock::time_point> drain_until;
-  Clock::time_point next_report{};
   for (;;) {
     Clock::time_point wake = try_decide();
+    if (draining_) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(5));
     std::deque<EventQueue::Event> events;
     {
       std::unique_lock lock(queue_->mu);
-      if (stop_ && !drain_until) {
-        drain_until = Clock::now() + std::min<Clock::duration>(contributions_->timeout(), kCloseDrain);
-        next_report = Clock::now() + std::chrono::seconds(2);
-        draining_ = true;
-      }
-      if (drain_until) wake = std::min(wake, Clock::now() + std::chrono::milliseconds(5));
-      queue_->cv.wait_until(lock, wake, [&] {
-        return (stop_ && !drain_until) || !queue_->events.empty();
-      });
+      queue_->cv.wait_until(lock, wake, [&] { return !queue_->events.empty(); });
       events.swap(queue_->events);
-      if (stop_ && !drain_until) continue;
     }
     try {
-      for (const auto& e : events) handle(e);
+      for (const auto& e : events) {
+        if (e.kind == EventQueue::Kind::kStop) begin_drain();
+        else handle(e);
+      }
     } catch (const Error& e) {
       fail(e);
     }
@@ -104,33 +98,40 @@ void Aggregator::run() {
       std::lock_guard lock(queue_->mu);
       if (error_) break;
     }
-    if (drain_until && drained()) return;
-    const bool out_of_time = drain_until && Clock::now() >= *drain_until;
-    if (out_of_time || (drain_until && Clock::now() >= next_report)) {
-      next_report = Clock::now() + std::chrono::seconds(2);
-      std::string missing;
-      for (const auto& [step, st] : steps_) {
-        if (step >= next_) continue;
-        for (int r = 0; r < size_; ++r) {
-          const Slot& slot = st.slots[static_cast<size_t>(r)];
-          if (!slot.finished && !slot.closed)
-            missing += " step " + std::to_string(step) + " rank " + std::to_string(r) +
-                       (slot.header_work && slot.header_work->test() ? " (header in" : " (no header") +
-                       (slot.has_values ? ", chunks " + std::to_string(slot.chunks_done) + "/" +
-                                              std::to_string(slot.chunk_works.size())
-                                        : "") +
-                       ")";
-        }
+    if (!draining_) continue;
+    if (drained()) return;
+    const auto now = Clock::now();
+    const bool out_of_time = now >= drain_until_;
+    if (!out_of_time && now < next_report_) continue;
+    next_report_ = now + std::chrono::seconds(2);
+    std::string missing;
+    for (const auto& [step, st] : steps_) {
+      if (step >= next_) continue;
+      for (int r = 0; r < size_; ++r) {
+        const Slot& slot = st.slots[static_cast<size_t>(r)];
+        if (!slot.finished && !slot.closed)
+          missing += " step " + std::to_string(step) + " rank " + std::to_string(r) +
+                     (slot.header_work && slot.header_work->test() ? " (header in" : " (no header") +
+                     (slot.has_values ? ", chunks " + std::to_string(slot.chunks_done) + "/" +
+                                            std::to_string(slot.chunk_works.size())
+                                      : "") +
+                     ")";
       }
-      log(out_of_time ? LogLevel::kWarn : LogLevel::kInfo, "deadline allreduce: ",
-          out_of_time ? "closed after the timeout" : "closing", ", still missing:",
-          missing.empty() ? " nothing" : missing, "; ", sends_.size(), " results not yet delivered");
-      if (out_of_time) return;
     }
+    log(out_of_time ? LogLevel::kWarn : LogLevel::kInfo, "deadline allreduce: ",
+        out_of_time ? "closed after the timeout" : "closing", ", still missing:",
+        missing.empty() ? " nothing" : missing, "; ", sends_.size(), " results not yet delivered");
+    if (out_of_time) return;
   }
   // Failed: nothing more can be decided; wait for the end.
   std::unique_lock lock(queue_->mu);
   queue_->cv.wait(lock, [&] { return stop_; });
+}
+
+void Aggregator::begin_drain() {
+  draining_ = true;
+  drain_until_ = Clock::now() + std::min<Clock::duration>(contributions_->timeout(), kCloseDrain);
+  next_report_ = Clock::now() + std::chrono::seconds(2);
 }
 
 bool Aggregator::drained() const {
@@ -210,6 +211,8 @@ void Aggregator::handle(const EventQueue::Event& e) {
       }
       chunk_arrived(st, e.rank, e.chunk);
       break;
+    case EventQueue::Kind::kStop:
+      return;  // run() takes it
     case EventQueue::Kind::kLocal: {
       {
         std::lock_guard lock(queue_->mu);

@@ -27,9 +27,10 @@ namespace plait::deadline {
 // communicator's timeout, if shorter); past it, it says on stderr what is still missing.
 inline constexpr std::chrono::seconds kCloseDrain{10};
 
-// Completions and hand-overs, shared with the callbacks (which may outlive the aggregator).
+// Completions, hand-overs and the request to stop, in one queue shared with the callbacks
+// (which may outlive the aggregator): the thread takes them in order and drops none.
 struct EventQueue {
-  enum class Kind { kHeader, kValues, kLocal };
+  enum class Kind { kHeader, kValues, kLocal, kStop };
   struct Event {
     Kind kind;
     int rank;
@@ -97,6 +98,8 @@ class Aggregator {
   };
 
   void run();
+  // kStop: from here on, the thread drains (see run()).
+  void begin_drain();
   void open_step(uint64_t step);
   void handle(const EventQueue::Event& e);
   void check_shape(Step& st, uint64_t step, int rank, const wire::ContributionHeader& h);
@@ -130,12 +133,13 @@ class Aggregator {
   std::vector<int> consecutive_misses_;
   std::vector<bool> gone_;
   bool draining_ = false;
+  Clock::time_point drain_until_{}, next_report_{};
   std::deque<PendingSend> sends_;
 
   // Shared with the root's caller, under queue_->mu.
   std::map<uint64_t, LocalResult> decided_;
   std::shared_ptr<const Error> error_;
-  bool stop_ = false;
+  bool stop_ = false;  // set with kStop, for a thread that failed and only waits for the end
   std::condition_variable result_cv_;
 
   std::thread thread_;
