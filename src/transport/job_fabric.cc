@@ -16,8 +16,14 @@ JobFabric create_job_fabric(const Bootstrap& bootstrap, const std::string& scope
   // so every rank's n-th instance gets the same number.
   const int64_t ticket = bootstrap.store->add(scope + "/instances", 1);
   JobFabric job;
+  // The rank that hosts the store (torchrun's way: rank 0 at MASTER_ADDR) serves it for as
+  // long as this job's objects use it: a split or a shrink long after the Bootstrap went
+  // still needs it, and the other ranks' requests with it.
+  std::shared_ptr<Store> base = bootstrap.store;
+  if (bootstrap.store_server)
+    base = std::shared_ptr<Store>(base.get(), [base, server = bootstrap.store_server](Store*) {});
   job.store = std::make_shared<PrefixStore>(
-      scope + "/" + std::to_string((ticket - 1) / bootstrap.size), bootstrap.store);
+      scope + "/" + std::to_string((ticket - 1) / bootstrap.size), std::move(base));
   FabricOptions options{.rank = bootstrap.rank,
                         .size = bootstrap.size,
                         .store = job.store,

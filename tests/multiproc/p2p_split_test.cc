@@ -1,6 +1,9 @@
 // Point-to-point semantics (ordering, any-source, receives posted before sends, large
 // messages) and communicator split, on real ranks.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -169,6 +172,46 @@ int split_child() {
   return 0;
 }
 ChildMode split("split", split_child);
+
+// Started the torchrun way, rank 0 hosting the store (MASTER_ADDR): the communicator keeps
+// rank 0's server alive, so a split after the Bootstrap is gone still reaches it. (Rank 0's
+// server once went with the Bootstrap, and every later split failed: "store ... closed the
+// connection".)
+int rank0_store_child() {
+  ::unsetenv("PLAIT_STORE_ADDR");
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  auto world = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int me = world->rank(), n = world->size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(me == 0 ? 0 : 200));  // rank 0 first
+  auto half = world->split(me % 2, me);
+  int32_t one = 1, sum = 0;
+  half->allreduce(&one, &sum, 1, DataType::kI32, ReduceOp::kSum)->wait();
+  CHECK_OR_FAIL(sum == (n + 1 - me % 2) / 2, "rank %d: split sum %d", me, sum);
+  world->barrier()->wait();
+  std::printf("rank %d: split over rank 0's store ok\n", me);
+  return 0;
+}
+ChildMode rank0_store("rank0_store", rank0_store_child);
+
+int unused_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(Split, WorksLongAfterBootstrapWhenRankZeroHostsTheStore) {
+  const std::string port = std::to_string(unused_port());
+  auto results = spawn_ranks(3, {0, 1, 2}, "rank0_store", [&](int) {
+    return std::map<std::string, std::string>{{"PLAIT_STORE_PORT", port}, {"PLAIT_TIMEOUT", "60000"}};
+  });
+  for (const auto& r : results) EXPECT_EQ(r.status, 0) << "rank " << r.rank << ": " << r.output;
+}
 
 class PointToPoint : public ::testing::TestWithParam<int> {};
 
