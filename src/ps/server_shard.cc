@@ -95,6 +95,9 @@ bool PsServer::absorb(Shard& s, int worker, uint32_t slot) {
   apply_rule(s.dtype, s.update, s.master.data(), gradient, {s.m.data(), s.v.data()}, s.count, s.steps);
   if (s.serve.size()) store_from(s.dtype, s.serve.data(), s.master.data(), s.count);
   s.pushes[worker] += 1;
+  // check_health() counts a finished worker's pushes here in every mode: left at 0, an SSP
+  // pull that waited a moment (behind held pushes) failed as "can never be answered".
+  s.taken[worker] += 1;
   release_slot(worker, slot);
   return true;
 }

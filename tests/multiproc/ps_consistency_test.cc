@@ -98,6 +98,60 @@ TEST(PsStale, AspAppliesEveryPushAndEndsExact) {
   EXPECT_EQ(count_of(r.output, "ps asp ok"), 3u) << r.output;
 }
 
+// SSP (staleness 1) after a worker finished: worker 2 does two clocks and finalizes; worker 0
+// pulls at clock 3 (it needs every worker at clock 2) while worker 1 is still at clock 1.
+// The pull waits for worker 1, not for the finished worker 2, whose two pushes are enough.
+// (The server once counted a finished worker's SSP pushes as 0 and failed such a pull as
+// "can never be answered".)
+int ssp_finished_child() {
+  auto bootstrap = bootstrap_from_env(30s);
+  auto comm = Communicator::create(bootstrap, {.name = "test"});
+  ps::Options o;
+  o.servers = 1;
+  o.consistency = Consistency::kSsp;
+  o.staleness = 1;
+  auto kv = KVStore::create(bootstrap, o);
+  const size_t n = 256;
+  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int me = kv->worker_index();
+  auto workers = comm->subgroup({0, 1, 2});  // the server is the last rank
+  std::vector<float> g(n, 1.0f), out(n);
+  auto step = [&] {
+    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
+    wk->wait();
+    return wk->version();
+  };
+  step();                                           // clock 1, everyone
+  if (me != 1) step();                              // clock 2: workers 0 and 2
+  workers->barrier()->wait();
+  if (me == 2) {
+    kv->finalize();                                 // done after two clocks
+  } else if (me == 0) {
+    std::this_thread::sleep_for(300ms);             // worker 2's Done is in
+    const uint64_t v = step();                      // clock 3: waits for worker 1's clock 2
+    std::printf("worker 0: clock 3 answered at version %llu\n", static_cast<unsigned long long>(v));
+  } else {
+    std::this_thread::sleep_for(1000ms);            // the pull above waits, health checks run
+    step();
+    step();
+  }
+  if (me != 2) kv->finalize();
+  std::printf("worker %d: ps ssp finished ok\n", me);
+  return 0;
+}
+ChildMode ssp_finished_mode("ps_ssp_finished", ssp_finished_child);
+
+TEST(PsStale, SspPullWaitsForTheSlowWorkerNotForOneThatFinished) {
+  JobResult r = run_job(4, "ps_ssp_finished", {{"PLAIT_TIMEOUT", "60000"}}, 120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "ps ssp finished ok"), 3u) << r.output;
+  EXPECT_EQ(count_of(r.output, "clock 3 answered at version 2"), 1u) << r.output;
+}
+
 // BSP with one backup worker. Worker w pushes 2^w, so a value names whose pushes it holds.
 // Round 1 is applied with workers 0-2 alone (worker 3 waits at a barrier). Then worker 3
 // pushes its round-1 gradient, late: dropped, or with fold_late added to round 2, which
