@@ -374,12 +374,14 @@ def train(args, rank, world):
                f"seed={args.seed} data_load_s={time.perf_counter() - t_start:.2f}")
 
     ckpt, step, resumed_at = None, 0, None
+    # A plait hook's state (error feedback, PowerSGD's warm start) is checkpointed too.
+    hook_ckpt = getattr(hook_state[1], "state_dict", None) and hook_state[1] if isinstance(hook_state, tuple) else None
     if args.checkpoint_dir:
         from plait.torch import checkpoint
         ckpt = checkpoint.Checkpointer(args.checkpoint_dir, every=args.checkpoint_every,
                                        sharded=not args.checkpoint_gathered)
         t_restore = time.perf_counter()
-        step, extra = ckpt.restore(model, opt)
+        step, extra = ckpt.restore(model, opt, hook=hook_ckpt)
         if step:
             resumed_at = step
             sched.load_state_dict(extra["scheduler"])
@@ -390,7 +392,8 @@ def train(args, rank, world):
     def save_checkpoint(force):
         t = time.perf_counter()
         extra = {"scheduler": sched.state_dict()}
-        where = ckpt.save(step, model, opt, extra) if force else ckpt.maybe_save(step, model, opt, extra)
+        where = (ckpt.save(step, model, opt, extra, hook=hook_ckpt) if force
+                 else ckpt.maybe_save(step, model, opt, extra, hook=hook_ckpt))
         if where:
             log0(rank, f"checkpoint {where} save_s={time.perf_counter() - t:.2f}")
 

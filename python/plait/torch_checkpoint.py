@@ -11,8 +11,9 @@ A checkpoint of step N is the directory <dir>/step-<N>: the state of every rank
 number generators (``sharded=False``: rank-0.plait), and COMPLETE, written by rank 0 once
 every rank's file is on disk. Each file is written atomically (temporary file, fsync, rename)
 with a SHA-256 of its bytes (plait.checkpoint_write, plait/checkpoint.h). A rank's state is
-the model's and optimizer's state_dicts, torch's, NumPy's and Python's RNG states, the step
-and ``extra`` (the caller's: a scheduler, a data loader's position...).
+the model's and optimizer's state_dicts, torch's, NumPy's and Python's RNG states, the step,
+``extra`` (the caller's: a scheduler, a data loader's position...) and, with ``hook=``, a comm
+hook's state (plait.torch.hooks: the error feedback and PowerSGD's warm start, per rank).
 
 restore() takes the newest step that is COMPLETE and whose files are whole and unaltered on
 every rank (the ranks agree on it through the default process group), so a checkpoint cut
@@ -82,9 +83,10 @@ def complete_steps(directory):
     return sorted(steps, reverse=True)
 
 
-def save(directory, step, model, optimizer=None, extra=None, sharded=True, keep=2):
+def save(directory, step, model, optimizer=None, extra=None, sharded=True, keep=2, hook=None):
     """Collective over the default process group (when there is one): writes step's
-    checkpoint and returns its directory."""
+    checkpoint and returns its directory. ``hook``: a comm hook's state (state_dict(), as
+    plait.torch.hooks' HookState has), this rank's own like its RNGs."""
     rank, world = _world()
     if step < 0:
         raise InvalidUsageError(f"checkpoint: step {step} (at least 0)")
@@ -93,17 +95,21 @@ def save(directory, step, model, optimizer=None, extra=None, sharded=True, keep=
     state = {"step": step, "world": world, "rank": rank,
              "model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer else None,
              "extra": extra}
+    hook_state = hook.state_dict() if hook is not None else None
     if sharded:
         state["rng"] = _rng_state()
+        state["hook"] = hook_state
         checkpoint_write(os.path.join(where, f"rank-{rank}.plait"), _to_bytes(state))
     else:
-        rngs = [None] * world
+        mine = (_rng_state(), hook_state)
+        every = [None] * world
         if world > 1:
-            dist.all_gather_object(rngs, _rng_state())
+            dist.all_gather_object(every, mine)
         else:
-            rngs = [_rng_state()]
+            every = [mine]
         if rank == 0:
-            state["rng_of_rank"] = rngs
+            state["rng_of_rank"] = [rng for rng, _ in every]
+            state["hook_of_rank"] = [h for _, h in every]
             checkpoint_write(os.path.join(where, "rank-0.plait"), _to_bytes(state))
     _barrier()  # every rank's file is on disk before the checkpoint counts
     if rank == 0:
@@ -131,10 +137,11 @@ def _valid_here(directory, step, rank, world):
     return checkpoint_verify(os.path.join(where, mine))
 
 
-def restore(directory, model, optimizer=None):
+def restore(directory, model, optimizer=None, hook=None):
     """Collective over the default process group (when there is one): loads the newest
-    checkpoint that is whole on every rank into model (and optimizer) and the RNGs; returns
-    (step, extra), or (0, None) when there is none."""
+    checkpoint that is whole on every rank into model (and optimizer, and hook: a comm
+    hook's state, load_state_dict()) and the RNGs; returns (step, extra), or (0, None) when
+    there is none."""
     rank, world = _world()
     valid = []
     for step in complete_steps(directory):
@@ -154,19 +161,24 @@ def restore(directory, model, optimizer=None):
     marker = torch.load(io.BytesIO(checkpoint_read(os.path.join(where, "COMPLETE"))))
     if marker["sharded"]:
         state = torch.load(io.BytesIO(checkpoint_read(os.path.join(where, f"rank-{rank}.plait"))))
-        rng = state["rng"]
+        rng, hook_state = state["rng"], state.get("hook")
     else:
         box = [torch.load(io.BytesIO(checkpoint_read(os.path.join(where, "rank-0.plait"))))] if rank == 0 else [None]
         if world > 1:
             dist.broadcast_object_list(box, src=0)
         state = box[0]
         rng = state["rng_of_rank"][rank]
+        hook_state = state.get("hook_of_rank", [None] * world)[rank]
     try:
         model.load_state_dict(state["model"])
         if optimizer is not None and state["optimizer"] is not None:
             optimizer.load_state_dict(state["optimizer"])
+        if hook is not None:
+            if hook_state is None:
+                raise ValueError("it holds no comm hook state")
+            hook.load_state_dict(hook_state)
     except (RuntimeError, ValueError, KeyError) as e:
-        raise InvalidUsageError(f"checkpoint {where} does not fit this model or optimizer: {e}") from e
+        raise InvalidUsageError(f"checkpoint {where} does not fit this model, optimizer or hook: {e}") from e
     _set_rng_state(rng)
     return step, state["extra"]
 
@@ -180,14 +192,14 @@ class Checkpointer:
             raise InvalidUsageError(f"checkpoint: every={every} (>= 0), keep={keep} (>= 1)")
         self.directory, self.every, self.keep, self.sharded = directory, every, keep, sharded
 
-    def restore(self, model, optimizer=None):
-        return restore(self.directory, model, optimizer)
+    def restore(self, model, optimizer=None, hook=None):
+        return restore(self.directory, model, optimizer, hook)
 
-    def save(self, step, model, optimizer=None, extra=None):
-        return save(self.directory, step, model, optimizer, extra, self.sharded, self.keep)
+    def save(self, step, model, optimizer=None, extra=None, hook=None):
+        return save(self.directory, step, model, optimizer, extra, self.sharded, self.keep, hook)
 
-    def maybe_save(self, step, model, optimizer=None, extra=None):
+    def maybe_save(self, step, model, optimizer=None, extra=None, hook=None):
         """Saves when step is a multiple of `every`; returns the directory written, or None."""
         if self.every and step > 0 and step % self.every == 0:
-            return self.save(step, model, optimizer, extra)
+            return self.save(step, model, optimizer, extra, hook)
         return None

@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 
 from . import compress as _pc
+from . import hook_buckets as _buckets
 from ._plait import DeadlineAllreduce as _DeadlineAllreduce
 from ._plait import PowerSgdSteps as _PowerSgdSteps
 
@@ -81,6 +82,11 @@ class HookState:
         self._states = {}
         self._psgd = {}
         self._choice = {}
+        # How the buckets' state survives DDP's rebuild of its buckets and a checkpoint
+        # (hook_buckets.py): parameter numbers, each bucket's layout, pieces waiting for a
+        # bucket (a plan not built yet; a checkpoint's).
+        self._param_ids, self._layouts, self._psgd_pieces = {}, {}, {}
+        self._saved_pieces, self._saved_calls = {}, {}
         # Per hook call summed: values in, bytes this rank handed to the collectives, seconds
         # in the collectives, and seconds in the whole hook (compressing is the difference).
         self.stats = {"calls": 0, "values": 0, "sent_bytes": 0, "comm_s": 0.0, "hook_s": 0.0}
@@ -89,6 +95,21 @@ class HookState:
         if method not in ("none", "auto", "powersgd"):
             self._compressor(method)  # bad parameters fail here, not in the first backward
         self._model = _measure(self, candidates) if method == "auto" else None
+
+    def state_dict(self):
+        """This rank's state between steps (plait.torch.checkpoint saves it with hook=): the
+        iteration, every bucket's error feedback, PowerSGD's residuals and warm-start Qs, and
+        auto's choices. Without it a resumed run starts the feedback from zero and differs
+        from an uninterrupted one."""
+        return {"method": self.method, "iteration": self.iteration, "choice": dict(self._choice),
+                **_buckets.to_dict(self)}
+
+    def load_state_dict(self, d):
+        if d.get("method") != self.method:
+            raise ValueError(f"hook state of method '{d.get('method')}' loaded into a '{self.method}' hook")
+        self.iteration = int(d["iteration"])
+        self._choice = dict(d["choice"])
+        _buckets.from_dict(self, d)  # each bucket takes its parameters' state at its next call
 
     def _compressor(self, method):
         if method not in self._compressors:
@@ -191,6 +212,9 @@ def _power_sgd(state, x, key, shapes):
     plan = state._psgd.get(key)
     if plan is None:
         plan = state._psgd[key] = _PowerSgdBucket(state, shapes, key)
+        pieces = state._psgd_pieces.pop(key, None)
+        if pieces:
+            _buckets.fill_plan(plan, state._layouts[key], pieces)
     m = plan.residual  # the biases' part stays zero: they are sent whole
     if plan.vectors:
         flat = np.concatenate([x[o:o + n] for o, n in plan.vectors])
@@ -349,6 +373,7 @@ def _hook(state, bucket):
     if buf.dtype != torch.float32:
         raise TypeError(f"plait hooks compress float32 gradients, not {buf.dtype}")
     key = bucket.index()
+    _buckets.relayout(state, key, _buckets.layout_of(state, bucket))
     shapes = [tuple(g.shape) for g in bucket.gradients()]
     method = state.method
     if method == "auto":

@@ -228,7 +228,15 @@ void register_compress(py::module_& m) {
       .def(py::init<>())
       .def_readonly("calls", &compress::State::calls)
       .def_property_readonly("residual", [](const compress::State& s) { return s.residual; },
-                             "A copy of the residual (empty before the first call).");
+                             "A copy of the residual (empty before the first call).")
+      .def(py::init([](std::vector<float> residual, uint64_t calls) {
+             compress::State st;
+             st.residual = std::move(residual);
+             st.calls = calls;
+             return st;
+           }),
+           py::arg("residual"), py::arg("calls"),
+           "A state resumed from a checkpoint (plait.torch.hooks' HookState.load_state_dict).");
   py::class_<PyCompressor>(m, "Compressor", "A gradient compressor (plait/compress.h) on float32 buffers.")
       .def(py::init<const std::string&, int, size_t, double, size_t, float, int, size_t, uint64_t>(),
            py::arg("method"), py::arg("levels") = 127, py::arg("chunk") = 1024, py::arg("ratio") = 0.01,

@@ -100,19 +100,24 @@ def run_example(ranks, *args, launcher=()):
     return out
 
 
-@pytest.mark.parametrize("ranks, mode", [(3, "sharded"), (2, "gathered")])
+# PowerSGD keeps error feedback and a warm-start Q per rank between steps: a resume without
+# them (the checkpoint once held none) goes on from zero and ends with other bytes.
+@pytest.mark.parametrize("ranks, mode", [(3, "sharded"), (2, "gathered"), (3, "sharded-powersgd"),
+                                         (2, "gathered-powersgd")])
 def test_ddp_example_resumed_ends_with_the_bytes_of_an_uninterrupted_run(tmp_path, ranks, mode):
-    gathered = ["--checkpoint-gathered"] if mode == "gathered" else []
+    layout = ["--checkpoint-gathered"] if mode.startswith("gathered") else []
+    hook = ["--hook", "powersgd", "--start-iter", "5"] if mode.endswith("powersgd") else []
     whole, resumed = tmp_path / "whole.pt", tmp_path / "resumed.pt"
     ckpt = str(tmp_path / "ckpt")
-    run_example(ranks, "--save-params", str(whole))
+    run_example(ranks, "--save-params", str(whole), *hook)
     # Stopped at step 40, between the checkpoints of steps 30 and 45: the resumed run goes on
     # from step 30 and does steps 31-40 again.
-    out = run_example(ranks, "--checkpoint-dir", ckpt, "--checkpoint-every", "15", "--max-steps", "40", *gathered)
+    out = run_example(ranks, "--checkpoint-dir", ckpt, "--checkpoint-every", "15", "--max-steps", "40",
+                      *layout, *hook)
     assert "stopped at step 40" in out, out
     assert checkpoint.complete_steps(ckpt) == [30, 15]
     out = run_example(ranks, "--checkpoint-dir", ckpt, "--checkpoint-every", "15", "--save-params", str(resumed),
-                      *gathered)
+                      *layout, *hook)
     assert "resumed from" in out and "at step 30" in out, out
     assert torch.equal(torch.load(whole), torch.load(resumed))
 
