@@ -5,6 +5,10 @@ REPS runs each, interleaved (run r of every method before run r+1), the same tra
     /usr/bin/python3 bench/straggler_table.py                       # 4 ranks, --trace 0.2:3
     REPS=3 RANKS=4 ARGS="--trace 0.2:3 --batch 960 --lr 0.1" /usr/bin/python3 bench/straggler_table.py
     METHODS="allreduce deadline@20 deadline@1000@1" ...   # method[@deadline_ms[@backup]]
+    sudo ARGS="--trace 0.2:3 --batch 960 --lr 0.1 --slow-link 1:100mbit" /usr/bin/python3 ...
+
+With --slow-link in ARGS every run goes on the network-namespace testbed (one rank per host,
+examples/netns_testbed.py) instead of under plait run.
 
 Prints a Markdown table: per method the median (min-max) of the epoch time, the test accuracy,
 the p50 and p99 step times, and the mean share of the ranks a step went without (dropped)
@@ -29,15 +33,23 @@ METHODS = [m.split("@") for m in os.environ.get(
 FIELDS = ("test_accuracy", "epoch_s", "step_p50_ms", "step_p99_ms", "dropped", "skipped")
 
 
+def command(ranks, example, args):
+    """Runs examples/`example` with `args` on `ranks` ranks."""
+    script = os.path.join(ROOT, "examples", example)
+    if "--slow-link" in ARGS:  # the example builds the testbed and starts its ranks itself
+        return ["/usr/bin/python3", script, *args, "--ranks", str(ranks)]
+    return [PLAIT, "run", "-n", str(ranks), "--", "/usr/bin/python3", script, *args]
+
+
 # ps-bsp, ps-asp, ps-ssp@S (staleness), ps-bsp@0@B (backup workers): the parameter server
 # example with one more rank (its server), each worker taking batch / RANKS per step.
 def ps_command(mode, staleness=None, backup=None):
     batch = int(ARGS[ARGS.index("--batch") + 1]) if "--batch" in ARGS else 960
     rest = [a for i, a in enumerate(ARGS)
             if a not in ("--batch", "--lr") and (i == 0 or ARGS[i - 1] not in ("--batch", "--lr"))]
-    cmd = [PLAIT, "run", "-n", str(int(RANKS) + 1), "--", "/usr/bin/python3",
-           os.path.join(ROOT, "examples", "ps_fashion_mnist.py"), "--servers", "1", "--epochs", "1",
-           "--mode", mode, "--batch-size", str(batch // int(RANKS)), "--lr", "0.002", *rest]
+    cmd = command(int(RANKS) + 1, "ps_fashion_mnist.py",
+                  ["--servers", "1", "--epochs", "1", "--mode", mode,
+                   "--batch-size", str(batch // int(RANKS)), "--lr", "0.002", *rest])
     if staleness and staleness != "0":
         cmd += ["--staleness", staleness]
     if backup:
@@ -49,9 +61,7 @@ def run(method, deadline=None, backup=None):
     if method.startswith("ps-"):
         cmd = ps_command(method[3:], deadline, backup)
     else:
-        cmd = [PLAIT, "run", "-n", RANKS, "--", "/usr/bin/python3",
-               os.path.join(ROOT, "examples", "straggler_fashion_mnist.py"), "--aggregate", method,
-               *ARGS]
+        cmd = command(int(RANKS), "straggler_fashion_mnist.py", ["--aggregate", method, *ARGS])
     if deadline and not method.startswith("ps-"):
         cmd += ["--deadline-ms", deadline]
     if backup and not method.startswith("ps-"):

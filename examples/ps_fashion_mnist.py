@@ -28,6 +28,8 @@ and at the end exactly one line
 
 Stragglers as in straggler_fashion_mnist.py (--straggler RANK:FACTOR, --trace P:FACTOR, a
 worker index here); --backup B with bsp applies each round with the first workers - B pushes.
+A slow link too: started as root without plait run, --slow-link RANK:RATE --ranks N runs the
+job on network-namespace hosts (examples/netns_testbed.py), that rank's link capped at RATE.
 """
 
 import argparse
@@ -42,6 +44,7 @@ sys.path.insert(0, HERE)
 from ddp_fashion_mnist import (DEFAULT_DATA_DIR, MLP, SetupError, load_split,  # noqa: E402
                                run_reporting_errors, standardizer)
 from elastic_fashion_mnist import import_plait  # noqa: E402
+import netns_testbed  # noqa: E402
 from straggler_fashion_mnist import parse_pair, slow_factor  # noqa: E402
 
 import torch  # noqa: E402  (ddp_fashion_mnist checked that it is there)
@@ -79,6 +82,7 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, nargs=2, default=[256, 128], metavar=("H1", "H2"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=300, help="seconds (default: 300)")
+    netns_testbed.add_arguments(p)
     args = p.parse_args(argv)
     if args.staleness and args.mode != "ssp":
         p.error("--staleness needs --mode ssp")
@@ -153,7 +157,10 @@ def run(args):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if netns_testbed.is_launcher(args):
+        return netns_testbed.run_ranks(args, argv, os.path.abspath(__file__))
     return run_reporting_errors(lambda: run(args))
 
 

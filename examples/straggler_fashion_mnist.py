@@ -13,6 +13,9 @@ What moves the gradients (--aggregate):
     deadline        plait.DeadlineAllreduce: the step takes what arrived by --deadline-ms after
                     the first arrival and divides by the samples it covers; late gradients dropped
     deadline-carry  the same, late gradients added to that rank's next contribution
+    semi-reliable   deadline, the gradients cut into --chunk-kb chunks: a chunk that misses the
+                    deadline is left out of its own mean only (each rank sends its mean
+                    gradient, op avg), at most --max-dropped of the values, else the step waits
 
 With --backup B a deadline step also ends as soon as all but B ranks have arrived (backup
 workers: with a long --deadline-ms, each step takes the first N - B gradients).
@@ -23,6 +26,13 @@ did, so it is FACTOR times slower that step):
     --straggler RANK:FACTOR   that rank, every step
     --trace P:FACTOR          each step, each rank with probability P (a trace drawn from --seed,
                               the same for every method)
+
+and a slow link: started as root without plait run, --slow-link RANK:RATE runs --ranks ranks
+on a testbed of network-namespace hosts (examples/netns_testbed.py), that rank's link capped
+at RATE, the others at --link-rate:
+
+    sudo /usr/bin/python3 examples/straggler_fashion_mnist.py --aggregate deadline \
+        --slow-link 1:100mbit --trace 0.2:3
 
 A rank that missed a step's deadline skips the next step's compute and joins it without values
 (with deadline-carry its late gradient goes then): so it catches up at once instead of staying
@@ -42,11 +52,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ddp_fashion_mnist import DEFAULT_DATA_DIR, run_reporting_errors  # noqa: E402
 from elastic_fashion_mnist import Trainer, evaluate, import_plait, load_standardized  # noqa: E402
+import netns_testbed  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-METHODS = ("gloo", "allreduce", "deadline", "deadline-carry")
+METHODS = ("gloo", "allreduce", "deadline", "deadline-carry", "semi-reliable")
 
 
 def parse_pair(text, what, kind):
@@ -64,6 +75,9 @@ def parse_args(argv):
     p.add_argument("--deadline-ms", type=float, default=30.0)
     p.add_argument("--backup", type=int, default=0,
                    help="deadline: end a step once all but this many ranks arrived (backup workers)")
+    p.add_argument("--chunk-kb", type=int, default=64, help="semi-reliable: chunk size (64 KiB)")
+    p.add_argument("--max-dropped", type=float, default=1.0,
+                   help="semi-reliable: the largest share of the values a step may go without")
     p.add_argument("--straggler", type=lambda t: parse_pair(t, "--straggler", int))
     p.add_argument("--trace", type=lambda t: parse_pair(t, "--trace", float))
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
@@ -74,6 +88,7 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, nargs=2, default=[256, 128])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0)
+    netns_testbed.add_arguments(p)
     args = p.parse_args(argv)
     if args.deadline_ms <= 0:
         p.error("--deadline-ms must be more than 0")
@@ -106,9 +121,12 @@ def train(args):
         import torch.distributed as dist
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     dl = None
-    if args.aggregate.startswith("deadline"):
+    semi = args.aggregate == "semi-reliable"
+    if args.aggregate.startswith("deadline") or semi:
         dl = plait.DeadlineAllreduce(comm, deadline=args.deadline_ms / 1e3, backup=args.backup,
-                                     late="carry" if args.aggregate == "deadline-carry" else "drop")
+                                     late="carry" if args.aggregate == "deadline-carry" else "drop",
+                                     chunk_bytes=args.chunk_kb * 1024 if semi else 0,
+                                     max_dropped=args.max_dropped)
 
     train_x, train_y, test_x, test_y = load_standardized(args.data_dir)
     trainer = Trainer(args)
@@ -135,6 +153,8 @@ def train(args):
             c0 = time.perf_counter()
             flat[:-1].copy_(trainer.local_gradient(train_x[idx], train_y[idx]))
             flat[-1] = hi - lo
+            if semi:  # a mean per chunk: each rank's mean gradient, averaged over the chunk's senders
+                flat /= hi - lo
             factor = slow_factor(args, rank, step)
             if factor > 1:
                 time.sleep((factor - 1) * (time.perf_counter() - c0))
@@ -143,7 +163,7 @@ def train(args):
         elif args.aggregate == "allreduce":
             comm.allreduce(flat.numpy(), op="sum").wait()
         else:
-            info = dl.allreduce(flat.numpy(), op="sum", contribute=not behind)
+            info = dl.allreduce(flat.numpy(), op="avg" if semi else "sum", contribute=not behind)
             behind = info["late"]
             dropped.append(info["dropped_fraction"])
         samples = float(flat[-1])
@@ -171,7 +191,10 @@ def train(args):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if netns_testbed.is_launcher(args):
+        return netns_testbed.run_ranks(args, argv, os.path.abspath(__file__))
     return run_reporting_errors(lambda: train(args))
 
 

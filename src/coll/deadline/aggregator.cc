@@ -130,7 +130,7 @@ void Aggregator::run() {
 
 void Aggregator::begin_drain() {
   draining_ = true;
-  drain_until_ = Clock::now() + std::min<Clock::duration>(contributions_->timeout(), kCloseDrain);
+  drain_until_ = Clock::now() + contributions_->timeout();
   next_report_ = Clock::now() + std::chrono::seconds(2);
 }
 

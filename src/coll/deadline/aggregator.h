@@ -23,10 +23,6 @@
 
 namespace plait::deadline {
 
-// How long closing waits at most for late contributions and undelivered results (or the
-// communicator's timeout, if shorter); past it, it says on stderr what is still missing.
-inline constexpr std::chrono::seconds kCloseDrain{10};
-
 // Completions, hand-overs and the request to stop, in one queue shared with the callbacks
 // (which may outlive the aggregator): the thread takes them in order and drops none.
 struct EventQueue {
@@ -60,7 +56,9 @@ class Aggregator {
  public:
   Aggregator(std::shared_ptr<Communicator> contributions, std::shared_ptr<Communicator> results,
              const Options& options);
-  // Drains first (see run()), at most kCloseDrain.
+  // Drains first (see run()): late contributions and undelivered results, for at most the
+  // communicator's timeout (a rank on a slow link may be seconds behind); past it, it says on
+  // stderr what is still missing.
   ~Aggregator();
 
   // The root's own contribution to `step` (its values moved in).
