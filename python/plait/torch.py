@@ -3,6 +3,8 @@
     import torch.distributed as dist
     import plait.torch                      # registers the backend "plait"
     dist.init_process_group("plait")       # env:// (plait run, torchrun) or any init_method
+    # or plait.torch.init_process_group("plait"): the same, without torch 1.13's second of
+    # waiting when a rank dials rank 0's store before it listens
     model = torch.nn.parallel.DistributedDataParallel(model)
 
 Every collective of torch.distributed runs on plait's communicator (shared memory between
@@ -17,6 +19,10 @@ saves and restores training atomically, with checksums (see plait/torch_checkpoi
 """
 
 import atexit as _atexit
+import datetime as _datetime
+import os as _os
+import socket as _socket
+import time as _time
 
 import torch.distributed as _dist
 
@@ -24,7 +30,34 @@ from . import torch_checkpoint as checkpoint  # noqa: F401  (plait.torch.checkpo
 from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
 from ._plait_torch import ProcessGroupPlait, _wait_for_orphaned_completion_threads
 
-__all__ = ["ProcessGroupPlait", "checkpoint", "create_process_group", "hooks"]
+__all__ = ["ProcessGroupPlait", "checkpoint", "create_process_group", "hooks", "init_process_group"]
+
+
+def init_process_group(backend="plait", init_method=None, timeout=_datetime.timedelta(minutes=30),
+                       **kwargs):
+    """torch.distributed.init_process_group (the same arguments), with the env:// rendezvous
+    made prompt. A rank that dials rank 0's store before it listens is refused, and torch
+    1.13 dials again only a second later: every job whose other ranks start before rank 0
+    pays that second. Here such a rank waits until the store accepts, then lets torch dial."""
+    if init_method in (None, "env://") and "store" not in kwargs:
+        _wait_for_rank0_store(timeout)
+    _dist.init_process_group(backend, init_method=init_method, timeout=timeout, **kwargs)
+
+
+def _wait_for_rank0_store(timeout):
+    env = _os.environ
+    if env.get("RANK", "0") == "0" or "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
+        return
+    address = (env["MASTER_ADDR"], int(env["MASTER_PORT"]))
+    deadline = _time.monotonic() + timeout.total_seconds()
+    while _time.monotonic() < deadline:  # past it, torch's own dial says what failed
+        try:
+            # Accepted and closed at once: torch's store server drops a connection that
+            # closes without a request.
+            with _socket.create_connection(address, timeout=1.0):
+                return
+        except OSError:
+            _time.sleep(0.005)
 
 
 def create_process_group(store, rank, size, timeout):

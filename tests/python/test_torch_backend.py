@@ -44,6 +44,44 @@ def test_create_process_group_directly_on_one_rank():
     assert pg.size() == 1 and pg.rank() == 0
 
 
+def test_init_process_group_waits_for_rank0_store_to_listen(monkeypatch):
+    """plait.torch.init_process_group's rendezvous: a rank other than 0 dials until rank 0's
+    store accepts (torch 1.13 would sleep a second after the first refusal), and gives up at
+    the timeout, leaving the error to torch's own dial."""
+    import socket
+    import threading
+    from datetime import timedelta
+
+    import plait.torch
+
+    reserved = socket.socket()
+    reserved.bind(("127.0.0.1", 0))  # bound, not listening: a dial is refused (as plait run holds it)
+    port = reserved.getsockname()[1]
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    accepted = []
+
+    def listen_later():
+        reserved.listen(4)  # "rank 0's store" starts listening on the same socket
+        conn, _ = reserved.accept()
+        accepted.append(conn)
+
+    timer = threading.Timer(0.2, listen_later)
+    timer.start()
+    plait.torch._wait_for_rank0_store(timedelta(seconds=30))
+    timer.join()
+    assert len(accepted) == 1
+    accepted[0].close()
+    reserved.close()
+    # Nobody listens: it returns at the timeout.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    monkeypatch.setenv("MASTER_PORT", str(closed.getsockname()[1]))
+    plait.torch._wait_for_rank0_store(timedelta(seconds=0.1))
+    closed.close()
+
+
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_every_collective_matches_gloo(n):
     code, out = run_ranks(n, "collectives")
