@@ -44,6 +44,37 @@ def test_create_process_group_directly_on_one_rank():
     assert pg.size() == 1 and pg.rank() == 0
 
 
+def test_a_wait_that_timed_out_leaves_the_connection_to_torchs_store_in_step():
+    """The backend's setup waits on torch's store in 20 ms slices. torch's own wait leaves a
+    timed-out WAIT registered at the server, whose answer the next request then read as its
+    own: a later get of a key that was there failed with "Socket Timeout" (setups under load
+    failed so). plait's wait asks with CHECK instead."""
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    import plait
+    from plait import _plait_torch
+
+    server = dist.TCPStore("127.0.0.1", 0, 2, True, timeout=timedelta(seconds=10), wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", server.port, 2, False, timeout=timedelta(seconds=10))
+    server.set("other", "value")
+    with pytest.raises(plait.TimeoutError):
+        _plait_torch._store_wait(client, ["k"], timedelta(milliseconds=20))
+    server.set("k", "v")
+    time.sleep(0.1)  # the server answers whatever wait it still holds for "k" now
+    assert _plait_torch._store_get(client, "other", timedelta(seconds=5)) == b"value"
+    _plait_torch._store_wait(client, ["k"], timedelta(seconds=5))
+    assert _plait_torch._store_get(client, "k", timedelta(seconds=5)) == b"v"
+
+
+def test_setup_over_torchs_store_with_a_late_rank():
+    code, out = run_ranks(3, "", script="torch_store_ranks.py")
+    assert code == 0, out
+    assert out.count("late setup ok") == 3, out
+
+
 def test_init_process_group_waits_for_rank0_store_to_listen(monkeypatch):
     """plait.torch.init_process_group's rendezvous: a rank other than 0 dials until rank 0's
     store accepts (torch 1.13 would sleep a second after the first refusal), and gives up at

@@ -1,5 +1,9 @@
 #include "c10d_store.h"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "plait/error.h"
 
 namespace plait::torch_backend {
@@ -47,10 +51,26 @@ int64_t C10dStore::add(const std::string& key, int64_t delta) {
 }
 
 void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  guarded("wait", joined(keys), [&] {
-    store_->wait(keys, timeout);
-    return 0;
-  });
+  // Not torch's wait: one that times out leaves its WAIT registered at torch's TCPStore
+  // server, and the server's answer, sent when the keys come, is then read by the next
+  // request on the connection as its own. From there the connection is out of step: a wait
+  // returns before its keys exist, a get of a key that is there times out ("Socket
+  // Timeout"). plait waits in short slices on purpose (shm setup rescans every 20 ms), and
+  // under load setups failed that way. CHECK leaves nothing behind at the server: ask with
+  // it, every 0.2 ms at first, backing off to 5 ms.
+  const std::string what = joined(keys);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(200);
+  for (;;) {
+    if (guarded("wait", what, [&] { return store_->check(keys); })) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until)
+      throw timeout_error("torch store wait of " + what + " timed out after " +
+                              std::to_string(timeout.count()) + " ms",
+                          {.op = "store wait"});
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, until - now));
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(5));
+  }
 }
 
 bool C10dStore::check(const std::string& key) {

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "c10d_store.h"
 #include "process_group.h"
 
 namespace py = pybind11;
@@ -30,6 +31,20 @@ PYBIND11_MODULE(_plait_torch, m) {
              std::chrono::milliseconds timeout) { return self.subgroup(ranks, timeout); },
           py::arg("ranks"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &PlaitProcessGroup::timeout);
+  // plait's view of a torch store, as the backend's setup uses it (for tests of it).
+  m.def(
+      "_store_wait",
+      [](const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& keys,
+         std::chrono::milliseconds timeout) { plait::torch_backend::C10dStore(store).wait(keys, timeout); },
+      py::arg("store"), py::arg("keys"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_store_get",
+      [](const c10::intrusive_ptr<c10d::Store>& store, const std::string& key,
+         std::chrono::milliseconds timeout) {
+        plait::Bytes b = plait::torch_backend::C10dStore(store).get(key, timeout);
+        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+      },
+      py::arg("store"), py::arg("key"), py::arg("timeout"));
   m.def("_wait_for_orphaned_completion_threads",
         &plait::torch_backend::CompletionThread::wait_for_orphans,
         "Waits for the completion threads of groups destroyed in them (see plait.torch).",
