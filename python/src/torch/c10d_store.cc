@@ -59,7 +59,9 @@ void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
   // under load setups failed that way. CHECK leaves nothing behind at the server: ask with
   // it, every 0.2 ms at first, backing off to 5 ms.
   const std::string what = joined(keys);
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  // Bounded so that a huge timeout cannot overflow the clock.
+  const auto until = std::chrono::steady_clock::now() +
+                     std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
   auto pause = std::chrono::microseconds(200);
   for (;;) {
     if (guarded("wait", what, [&] { return store_->check(keys); })) return;
