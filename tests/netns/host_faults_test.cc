@@ -1,0 +1,110 @@
+// Faults on a testbed of two hosts (network namespaces), two ranks each, while they run
+// allreduces: a host whose traffic vanishes, a host whose link goes down, a rank killed, a
+// rank stopped. Every rank that is left must fail within the timeout (the harness kills a
+// rank still running 60 s after the fault) with an error that names the operation and a
+// peer; the test prints, per rank, the seconds from the fault to its exit and the message.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plait/plait.h"
+#include "support/netns_testbed.h"
+
+namespace plait::testing {
+namespace {
+
+// Allreduces of 256 KiB, checked, until an error (or 100000 of them: the fault comes first).
+int allreduce_loop_child() {
+  try {
+    auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+    const int n = comm->size();
+    std::vector<float> in(65536, 1.0f), out(in.size());
+    std::printf("started\n");
+    std::fflush(stdout);
+    for (int i = 0; i < 100000; ++i) {
+      comm->allreduce(in.data(), out.data(), in.size(), DataType::kF32, ReduceOp::kSum)->wait();
+      if (out[0] != static_cast<float>(n) || out.back() != static_cast<float>(n)) {
+        std::printf("WRONG %g\n", out[0]);
+        return 4;
+      }
+    }
+  } catch (const Error& e) {
+    std::printf("ERROR %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}
+ChildMode loop_mode("netns_allreduce_loop", allreduce_loop_child);
+
+// The line a rank printed for its error.
+std::string error_line(const std::string& out) {
+  const size_t at = out.find("ERROR ");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+class TwoHostFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = NetnsTestbed::unavailable()) GTEST_SKIP() << *why;
+    testbed_.emplace(2);
+  }
+
+  // Ranks 0, 2 on host 0 and 1, 3 on host 1; the fault 3 s into the run. Every rank not in
+  // `out` must end with an error naming an operation (allreduce #N) and a peer.
+  void expect_named(const char* fault_name, const NetnsTestbed::Fault& fault, const std::vector<int>& out) {
+    auto ranks = testbed_->run({0, 1, 0, 1}, "netns_allreduce_loop",
+                               {{"PLAIT_TIMEOUT", "4000"}, {"PLAIT_CONNECT_TIMEOUT", "30000"}},
+                               std::chrono::seconds(3), fault, 60);
+    for (const auto& rk : ranks) {
+      const int r = rk.result.rank;
+      if (std::find(out.begin(), out.end(), r) != out.end()) continue;
+      const std::string line = error_line(rk.result.output);
+      std::printf("%s: rank %d (host %d) exit %d after %.1f s: %s\n", fault_name, r, r % 2,
+                  rk.result.status, rk.exited_s, line.substr(0, 300).c_str());
+      EXPECT_NE(rk.result.output.find("started"), std::string::npos) << rk.result.output;
+      EXPECT_EQ(rk.result.status, 3) << "rank " << r << ": " << rk.result.output;
+      // The operation by its sequence number ("allreduce #N"; a dead peer's error names the
+      // step, "recv #N", not yet the collective).
+      EXPECT_NE(line.find(" #"), std::string::npos) << "rank " << r << ": " << rk.result.output;
+      EXPECT_NE(line.find("rank "), std::string::npos) << "rank " << r << ": " << rk.result.output;
+    }
+  }
+
+  std::optional<NetnsTestbed> testbed_;
+};
+
+TEST_F(TwoHostFaults, AHostWhoseTrafficVanishesIsNamed) {
+  expect_named("silent host", [&](const std::vector<pid_t>&) {
+    testbed_->isolate(1);
+    return std::vector<pid_t>{};
+  }, {});
+}
+
+TEST_F(TwoHostFaults, AHostWhoseLinkGoesDownIsNamed) {
+  expect_named("link down", [&](const std::vector<pid_t>&) {
+    testbed_->link_down(1);
+    return std::vector<pid_t>{};
+  }, {});
+}
+
+TEST_F(TwoHostFaults, ARankKilledIsNamed) {
+  expect_named("SIGKILL", [](const std::vector<pid_t>& pids) {
+    ::kill(pids[3], SIGKILL);
+    return std::vector<pid_t>{pids[3]};
+  }, {3});
+}
+
+TEST_F(TwoHostFaults, ARankStoppedIsNamed) {
+  expect_named("SIGSTOP", [](const std::vector<pid_t>& pids) {
+    ::kill(pids[1], SIGSTOP);
+    return std::vector<pid_t>{pids[1]};
+  }, {1});
+}
+
+}  // namespace
+}  // namespace plait::testing
