@@ -303,9 +303,22 @@ void CommEngine::finish_collective() {
   if (error) {
     // Other steps of this collective may still have receives in flight into its buffers:
     // the abort cancels them before the Work is failed.
-    const ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
-                           .seq = static_cast<int64_t>(call.seq)};
-    auto full = std::make_shared<const Error>(error->with_context(ctx));
+    ErrorContext ctx{.rank = rank_, .op = std::string(to_string(call.args.op)),
+                     .seq = static_cast<int64_t>(call.seq)};
+    const ErrorContext& step = error->context();
+    std::shared_ptr<const Error> full;
+    if (step.op == "send" || step.op == "recv") {
+      // One of its messages failed (a peer died, say): the error is the collective's, and
+      // names the message in its text ("allreduce #7 with peer 3: recv from rank 3 (...)").
+      ctx.peer = step.peer;
+      std::string what = step.op + (step.op == "send" ? " to" : " from") + " rank " +
+                         std::to_string(step.peer) +
+                         (step.bytes >= 0 ? " (" + std::to_string(step.bytes) + " bytes)" : "") +
+                         ": " + error->message();
+      full = std::make_shared<const Error>(error->category(), std::move(what), ctx);
+    } else {
+      full = std::make_shared<const Error>(error->with_context(ctx));
+    }
     log(LogLevel::kError, full->what());
     do_abort(full->what(), true, {call.work, full});
     return;
