@@ -21,7 +21,7 @@ std::string plait_bin() {
   return bin ? bin : "plait";
 }
 
-static std::string self_exe() {
+std::string self_exe() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();

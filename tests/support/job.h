@@ -53,6 +53,9 @@ int run_child_mode_if_requested();
 // The path of the `plait` tool (PLAIT_BIN, set by ctest).
 std::string plait_bin();
 
+// This test binary's path (what ranks started in a child mode run).
+std::string self_exe();
+
 // How often `needle` occurs in `text` (ranks' "ok" lines, error lines).
 inline size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;

@@ -1,7 +1,6 @@
 #include "support/netns_testbed.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,12 +13,6 @@
 
 namespace plait::testing {
 namespace {
-
-std::string self_path() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -95,7 +88,7 @@ std::vector<NetnsTestbed::Rank> NetnsTestbed::run(
     const std::map<std::string, std::string>& env, std::chrono::milliseconds fault_after,
     const Fault& fault, int timeout_s) {
   const int world = static_cast<int>(host_of.size());
-  const std::string exe = self_path();
+  const std::string exe = self_exe();
   // The namespaces are this testbed's own; a new port per run keeps a run clear of the last
   // one's connections in TIME_WAIT.
   const std::string port = std::to_string(29500 + 2 * (runs_++ % 100));
