@@ -51,6 +51,8 @@ class PrefixStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::string& key) override;
   using Store::set;
+  // The store this one prefixes (job-wide keys, such as `plait run`'s requests).
+  const std::shared_ptr<Store>& base() const { return base_; }
 
  private:
   std::string k(const std::string& key) const { return prefix_ + "/" + key; }

@@ -274,6 +274,7 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
   active_ = std::move(active);
   ActiveCollective* run = active_.get();
   run->sig = signature_of(call);
+  activity_->started(run->sig);
   run->on_segment = on_segment;
   if (on_segment) return start_on_segment(*run, call.args, call.input, call.output);
   if (call.args.intra_on_segment) {
@@ -323,6 +324,7 @@ void CommEngine::finish_collective() {
     do_abort(full->what(), true, {call.work, full});
     return;
   }
+  activity_->finished(call.seq);
   std::unique_ptr<ActiveCollective> done = std::move(active_);
   if (call.avg_data && call.avg_count > 0)
     scale_divide(call.args.dtype, call.avg_data, call.avg_count, call.args.size);

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coll/activity.h"
 #include "coll/algorithms.h"
 #include "coll/schedule_cache.h"
 #include "coll/schedule_executor.h"
@@ -98,6 +99,8 @@ class CommEngine final : public WorkDriver {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(fabric_rank_.size()); }
   uint32_t comm_id() const { return comm_id_; }
+  // What collective this rank is in, for the stall inspector.
+  const std::shared_ptr<CollectiveActivity>& activity() const { return activity_; }
   int fabric_rank(int comm_rank) const { return fabric_rank_[comm_rank]; }
 
  private:
@@ -225,6 +228,7 @@ class CommEngine final : public WorkDriver {
   // Has an executor whenever set (start_next_collective creates both before returning; if it
   // throws in between, loop() aborts, which clears it).
   std::unique_ptr<ActiveCollective> active_;
+  std::shared_ptr<CollectiveActivity> activity_ = std::make_shared<CollectiveActivity>();
   std::unique_ptr<ScheduleExecutor> spare_executor_;  // the last one, kept for its memory
   std::unique_ptr<ActiveCollective> spare_active_;    // likewise
   // A finished call for new_call(), handed over without a lock (taken by any thread).

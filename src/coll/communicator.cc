@@ -94,6 +94,20 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   engine_ = std::make_shared<CommEngine>(std::move(fabric), comm_id, rank, std::move(fabric_rank),
                                          config_.wait_policy, config_.spin_time, oversubscribed,
                                          timeout_, std::move(seg.segment), std::move(seg.members));
+  const auto warn = effective_stall_warn(config_, timeout_);
+  if (warn.count() > 0 && store_ && members >= 2) {
+    // plait run's on-demand requests are job-wide: the world communicator answers them.
+    std::shared_ptr<Store> job_store;
+    if (auto* prefixed = dynamic_cast<PrefixStore*>(store_.get()); prefixed && comm_id == 1)
+      job_store = prefixed->base();
+    stall_watch_ = watch_for_stalls({.store = store_,
+                                     .job_store = std::move(job_store),
+                                     .comm_id = comm_id,
+                                     .rank = rank,
+                                     .size = members,
+                                     .activity = engine_->activity(),
+                                     .warn = warn});
+  }
 }
 
 void CommunicatorImpl::check_root(int root, const char* op) const {
@@ -121,6 +135,13 @@ size_t CommunicatorImpl::checked_sum(const std::vector<size_t>& counts, DataType
   return checked_elems(total, 1, dtype, op);
 }
 
+void CommunicatorImpl::throw_unknown(const char* op, const char* what, unsigned value) const {
+  throw invalid_usage("unknown " + std::string(what) + " " + std::to_string(value) +
+                          " (not a value of plait::" +
+                          (std::string(what) == "dtype" ? "DataType" : "ReduceOp") + ")",
+                      {.rank = rank(), .op = op});
+}
+
 void CommunicatorImpl::throw_null_buffer(size_t elems, const char* what, const char* op) const {
   throw invalid_usage(std::string(what) + " buffer is null but holds " + std::to_string(elems) +
                           " elements",
@@ -131,6 +152,10 @@ CommunicatorImpl::Call CommunicatorImpl::begin_call(CollOp op, DataType dtype, R
                                                     int root, size_t count) {
   // The engine's last finished call, filled in afresh: its vectors keep their capacity, so
   // a loop of calls allocates nothing here.
+  // The dtype was checked with the count (checked_elems).
+  if (op_reduces(op) && static_cast<unsigned>(redop) > static_cast<unsigned>(ReduceOp::kAvg))
+      [[unlikely]]
+    throw_unknown(std::string(to_string(op)).c_str(), "reduce op", static_cast<unsigned>(redop));
   std::unique_ptr<CollectiveCall> call = engine_->new_call();
   CollArgs& args = call->args;
   args.op = op;

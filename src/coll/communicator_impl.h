@@ -10,6 +10,7 @@
 #include "coll/block_cache.h"
 #include "coll/comm_engine.h"
 #include "coll/select.h"
+#include "coll/stall/stall_inspector.h"
 #include "core/config.h"
 #include "core/futex_mutex.h"
 #include "plait/communicator.h"
@@ -84,6 +85,8 @@ class CommunicatorImpl : public Communicator {
   // Inline: every call checks, and the checks cost a few instructions where the call did.
   size_t checked_elems(size_t count, size_t times, DataType dtype, const char* op) const {
     size_t elems = 0, bytes = 0;
+    if (static_cast<unsigned>(dtype) > static_cast<unsigned>(DataType::kI64)) [[unlikely]]
+      throw_unknown(op, "dtype", static_cast<unsigned>(dtype));
     if (__builtin_mul_overflow(count, times, &elems) ||
         __builtin_mul_overflow(elems, dtype_size(dtype), &bytes) ||
         bytes > static_cast<size_t>(PTRDIFF_MAX)) [[unlikely]]
@@ -102,6 +105,9 @@ class CommunicatorImpl : public Communicator {
                                                const char* op) const;
   [[noreturn, gnu::cold]] void throw_null_buffer(size_t elems, const char* what,
                                                  const char* op) const;
+  // A DataType or ReduceOp outside its enum (a cast from an integer, a newer caller).
+  [[noreturn, gnu::cold]] void throw_unknown(const char* op, const char* what,
+                                             unsigned value) const;
   std::chrono::milliseconds timeout_for(const CallOptions& opts) const {
     return opts.timeout.count() > 0 ? opts.timeout : timeout_;
   }
@@ -136,6 +142,7 @@ class CommunicatorImpl : public Communicator {
   std::mutex subgroup_mu_;
   std::map<std::vector<int>, int> subgroups_made_;
   int shrinks_made_ = 0;  // guarded by subgroup_mu_; numbers this rank's shrink() calls
+  std::unique_ptr<StallWatchHandle> stall_watch_;  // null when PLAIT_STALL_WARN=0
 };
 
 }  // namespace plait::coll

@@ -63,6 +63,7 @@ void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Cu
         aborted_error("communicator aborted: " + reason, {.rank = rank_}));
     aborted_.store(true, std::memory_order_release);
   }
+  activity_->close();  // nothing more to inspect: the abort says what went wrong
   fabric_->cancel(cq_.get());
   // A collective on the segment touches user memory only inside progress(), in the driving
   // thread: once it is no longer active nothing does. Peers need not ring us any more.

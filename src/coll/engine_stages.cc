@@ -49,12 +49,14 @@ void CommEngine::start_on_segment_now(std::unique_ptr<CollectiveCall> call) {
   if (abort_error_ || !segment_ || host_segment_) return start_collective(std::move(call));
   CollectiveCall& c = *call;
   const Signature sig = signature_of(c);
+  activity_->started(sig);
   segment_run_.start(segment_.get(), c.args, c.input, c.output, next_round_, sig,
                      {.fabric = fabric_.get(), .fabric_rank = &segment_fabric_rank_});
   next_round_ += segment_run_.rounds();
   segment_run_.progress();
   if (segment_run_.done() && !segment_run_.error()) {
     if (c.avg_data && c.avg_count > 0) scale_divide(c.args.dtype, c.avg_data, c.avg_count, c.args.size);
+    activity_->finished(c.seq);
     c.work->finish(nullptr);
     recycle(std::move(call));
     return;

@@ -103,8 +103,8 @@ std::string version_text(uint16_t v) { return "version " + std::to_string(v); }
 
 }  // namespace
 
-void accept_handshake(int fd, const std::string& token, std::string_view label,
-                      const Deadline& deadline) {
+Nonce accept_handshake(int fd, const std::string& token, std::string_view label,
+                       const Deadline& deadline) {
   const std::string peer = net::peer_address(fd);
   std::array<uint8_t, kNonceBytes> nonce{};
   random_bytes(nonce.data(), nonce.size());
@@ -143,10 +143,11 @@ void accept_handshake(int fd, const std::string& token, std::string_view label,
                             "(a process from another job?)",
                         {.op = "auth handshake"});
   }
+  return nonce;
 }
 
-void connect_handshake(int fd, const std::string& token, std::string_view label,
-                       const Deadline& deadline) {
+Nonce connect_handshake(int fd, const std::string& token, std::string_view label,
+                        const Deadline& deadline) {
   const std::string peer = net::peer_address(fd);
   Message hello;
   io([&] { net::recv_all(fd, hello.bytes.data(), hello.bytes.size(), deadline); }, label, peer,
@@ -176,7 +177,11 @@ void connect_handshake(int fd, const std::string& token, std::string_view label,
      "sending proof");
   uint8_t verdict = kReject;
   io([&] { net::recv_all(fd, &verdict, 1, deadline); }, label, peer, "waiting for verdict");
-  if (verdict == kAccept) return;
+  if (verdict == kAccept) {
+    Nonce nonce;
+    std::memcpy(nonce.data(), hello.payload(), nonce.size());
+    return nonce;
+  }
   if (verdict == kVersionMismatch) {
     throw invalid_usage(std::string(label) + " at " + peer +
                             " refused this process's handshake version (mixed plait versions?)",

@@ -4,6 +4,8 @@
 // accept or reject. A wrong token fails both sides with a clear error, before any other byte.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -11,16 +13,20 @@
 
 namespace plait::auth {
 
+// The connection's nonce: fresh per connection, known to both sides once the handshake
+// succeeded (per-connection keys derive from it and the token).
+using Nonce = std::array<uint8_t, 32>;
+
 // The acceptor's side, on a freshly accepted blocking socket. Throws plait::Error
 // (kInvalidUsage "job token mismatch" naming `label` and the peer address) on a bad proof,
 // kTimeout / kRemote on a stalled or closed connection.
-void accept_handshake(int fd, const std::string& token, std::string_view label,
-                      const Deadline& deadline);
+Nonce accept_handshake(int fd, const std::string& token, std::string_view label,
+                       const Deadline& deadline);
 
 // The connector's side. Throws plait::Error(kInvalidUsage) "job token rejected by <label>"
 // when the acceptor refuses the proof.
-void connect_handshake(int fd, const std::string& token, std::string_view label,
-                       const Deadline& deadline);
+Nonce connect_handshake(int fd, const std::string& token, std::string_view label,
+                        const Deadline& deadline);
 
 // A fresh random token (hex), for launchers.
 std::string random_token();

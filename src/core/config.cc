@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -132,6 +133,14 @@ std::chrono::milliseconds parse_timeout(const std::string& name, const std::stri
   return std::chrono::milliseconds((us + 999) / 1000);
 }
 
+// A period that 0 turns off.
+std::chrono::milliseconds parse_duration_or_off(const std::string& name, const std::string& value) {
+  if (trim(value) == "0") return std::chrono::milliseconds(0);
+  int64_t us = parse_duration_us(value, 1000);
+  if (us <= 0) reject(name, value, "a duration such as 1000 (ms), 500ms, 2s, or 0 (off)");
+  return std::chrono::milliseconds((us + 999) / 1000);
+}
+
 // Case-insensitive; returns the index of the choice.
 size_t parse_choice(const std::string& name, const std::string& value, Choices choices) {
   const std::string v = lower(trim(value));
@@ -194,6 +203,47 @@ std::vector<SettingRow> make_rows() {
        [](const Config& c, const std::string&) {
          return std::to_string(c.connect_timeout.count());
        }},
+      {{"PLAIT_KEEPALIVE", "milliseconds, or 0 (off)", "1000",
+        "How often the tcp provider sends a keep-alive to a peer it has nothing else to send"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.keepalive = parse_duration_or_off(n, v);
+       },
+       [](const Config& c, const std::string&) { return std::to_string(c.keepalive.count()); }},
+      {{"PLAIT_PEER_TIMEOUT", "milliseconds, or auto", "auto",
+        "A tcp peer silent this long (keep-alives included) is failed, even with no operation "
+        "pending; auto: PLAIT_TIMEOUT, at most 60s, at least 5 keep-alive periods"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.peer_timeout = lower(trim(v)) == "auto" ? std::chrono::milliseconds(0)
+                                                   : parse_timeout(n, v);
+       },
+       [](const Config& c, const std::string&) {
+         return c.peer_timeout.count() == 0 ? std::string("auto")
+                                            : std::to_string(c.peer_timeout.count());
+       }},
+      {{"PLAIT_STALL_WARN", "milliseconds, auto, or 0 (off)", "auto",
+        "A collective waiting this long makes every rank log which ranks have not called it "
+        "and where they are; auto: a quarter of PLAIT_TIMEOUT, 1s..60s"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         if (lower(trim(v)) == "auto") {
+           c.stall_warn = std::chrono::milliseconds(-1);
+           return;
+         }
+         c.stall_warn = parse_duration_or_off(n, v);
+       },
+       [](const Config& c, const std::string&) {
+         return c.stall_warn.count() < 0 ? std::string("auto")
+                                         : std::to_string(c.stall_warn.count());
+       }},
+      {{"PLAIT_TCP_INTEGRITY", "0 | 1", "0",
+        "1: every tcp frame carries AES-GMAC tags, so that data altered on the wire is an "
+        "error naming the peer; every rank must set it alike"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         const std::string t = lower(trim(v));
+         if (t == "1" || t == "on" || t == "true") c.tcp_integrity = true;
+         else if (t == "0" || t == "off" || t == "false") c.tcp_integrity = false;
+         else reject(n, v, "0 or 1");
+       },
+       [](const Config& c, const std::string&) { return std::string(c.tcp_integrity ? "1" : "0"); }},
       {{"PLAIT_TRANSPORT", enum_type(kTransports), "auto",
         "Transport between ranks; auto: shm to peers on this host, tcp to the others"},
        [](Config& c, const std::string& n, const std::string& v) {
@@ -420,6 +470,22 @@ Config Config::from_env() {
     env.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
   }
   return from_env(env);
+}
+
+std::chrono::milliseconds effective_peer_timeout(const Config& config) {
+  using std::chrono::milliseconds;
+  if (config.keepalive.count() == 0) return milliseconds(0);
+  // Fewer than a few periods would fail a live peer whose keep-alive was merely late (a
+  // starved progress thread); more than a minute leaves a stopped host unnoticed for long.
+  if (config.peer_timeout.count() != 0) return std::max(config.peer_timeout, 2 * config.keepalive);
+  return std::max(std::min(config.timeout, milliseconds(60000)), 5 * config.keepalive);
+}
+
+std::chrono::milliseconds effective_stall_warn(const Config& config,
+                                               std::chrono::milliseconds timeout) {
+  using std::chrono::milliseconds;
+  if (config.stall_warn.count() >= 0) return config.stall_warn;
+  return std::clamp(timeout / 4, milliseconds(1000), milliseconds(60000));
 }
 
 const std::vector<SettingInfo>& settings() {

@@ -19,6 +19,13 @@ struct Config {
   std::chrono::milliseconds timeout{300000};          // PLAIT_TIMEOUT (ms): every wait
   std::chrono::milliseconds connect_timeout{120000};  // PLAIT_CONNECT_TIMEOUT (ms)
   std::string transport = "auto";                     // PLAIT_TRANSPORT: auto|tcp|shm
+  // PLAIT_KEEPALIVE (ms, 0 = off) and PLAIT_PEER_TIMEOUT (ms, 0 = auto): see
+  // effective_peer_timeout().
+  std::chrono::milliseconds keepalive{1000};
+  std::chrono::milliseconds peer_timeout{0};
+  // PLAIT_STALL_WARN (ms, 0 = off, -1 = auto): see effective_stall_warn().
+  std::chrono::milliseconds stall_warn{-1};
+
   std::string host_id;  // PLAIT_HOST_ID: overrides the host identity (simulated hosts)
   std::string shm_cma = "auto";  // PLAIT_SHM_CMA: auto|on|off, cross-memory attach in shm
   // PLAIT_SHM_COLL: auto|off, collectives in a shared segment when all ranks share a host
@@ -30,6 +37,7 @@ struct Config {
   int tcp_streams = 2;                                // PLAIT_TCP_STREAMS: sockets per peer
   size_t tcp_stripe_bytes = 256 * 1024;               // PLAIT_TCP_STRIPE: striping unit
   std::string tcp_interface;                          // PLAIT_TCP_IFNAME / address to bind
+  bool tcp_integrity = false;  // PLAIT_TCP_INTEGRITY: every tcp frame authenticated
   size_t eager_threshold = 0;          // PLAIT_EAGER_THRESHOLD: 0 = from the cost model
   size_t chunk_bytes = 0;              // PLAIT_CHUNK_BYTES: pipelining unit, 0 = automatic
   // PLAIT_MAX_UNEXPECTED / _MSGS: per peer, what may be buffered before its receive is posted
@@ -61,6 +69,14 @@ struct Config {
   static Config from_env(const std::map<std::string, std::string>& env);
   static Config from_env();  // the process environment
 };
+
+// How long a peer may stay silent before it is failed: 0 when keep-alives are off.
+std::chrono::milliseconds effective_peer_timeout(const Config& config);
+
+// When a collective that waits is reported by the stall inspector (0: never), for a
+// communicator whose operations time out after `timeout`.
+std::chrono::milliseconds effective_stall_warn(const Config& config,
+                                               std::chrono::milliseconds timeout);
 
 // One row of the registry, for `plait info` and the README's table.
 struct SettingInfo {

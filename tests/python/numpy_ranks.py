@@ -370,6 +370,12 @@ def argument_errors(c):
     bad(c, "alltoallv", lambda: c.alltoallv(f32s(n), np.zeros(n, np.float64), ones, ones), "f64")
     a = f32s(n)
     bad(c, "alltoallv", lambda: c.alltoallv(a, a, ones, ones), "distinct")
+    ro = f32s(4)
+    ro.flags.writeable = False
+    bad(c, "allreduce", lambda: c.allreduce(ro), "writable")
+    bad(c, "allreduce", lambda: c.allreduce([1.0, 2.0]), "buffer")
+    bad(c, "allreduce", lambda: c.allreduce(b"abcd"), "writable")
+    bad(c, "broadcast", lambda: c.broadcast(f32, root=-1), "root")
     # Nothing was started above: the next collective pairs up normally on every rank.
     out = np.zeros(n, np.int32)
     c.allgatherv(np.array([r], np.int32), out, ones).wait()

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace plait::testing {
 
@@ -82,7 +83,8 @@ JobResult run_command(const std::vector<std::string>& argv,
 
 std::vector<RankResult> spawn_ranks(
     int world, const std::vector<int>& start, const std::string& mode,
-    const std::function<std::map<std::string, std::string>(int)>& env_for, int timeout_s) {
+    const std::function<std::map<std::string, std::string>(int)>& env_for, int timeout_s,
+    const std::function<void(int, const std::vector<pid_t>&)>& while_running) {
   const std::string token = "test-token";
   TcpStoreServer server("127.0.0.1", 0, token);
   const std::string exe = self_exe();
@@ -117,6 +119,12 @@ std::vector<RankResult> spawn_ranks(
     ::close(pipefd[1]);
     children.push_back({pid, pipefd[0], RankResult{.rank = rank}});
   }
+  std::thread beside;
+  if (while_running) {
+    std::vector<pid_t> pids;
+    for (const auto& c : children) pids.push_back(c.pid);
+    beside = std::thread([&, pids] { while_running(server.port(), pids); });
+  }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   bool timed_out = false;
   for (;;) {
@@ -143,6 +151,7 @@ std::vector<RankResult> spawn_ranks(
       }
     }
   }
+  if (beside.joinable()) beside.join();
   std::vector<RankResult> results;
   for (auto& c : children) {
     if (timed_out) ::kill(c.pid, SIGKILL);

@@ -4,6 +4,8 @@
 // return value.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -37,9 +39,13 @@ struct RankResult {
 // Starts ranks of a `world`-rank job directly (no `plait run`), hosting the store in this
 // process, so a test sees every rank's own exit status and output even when some fail.
 // `start` lists the ranks to start (others never join); `env_for(rank)` adds variables.
+// `while_running`, if given, runs on a thread of its own once every rank is started, with the
+// store's port and the ranks' pids; it is joined before the results are returned.
 std::vector<RankResult> spawn_ranks(
     int world, const std::vector<int>& start, const std::string& mode,
-    const std::function<std::map<std::string, std::string>(int)>& env_for, int timeout_s = 120);
+    const std::function<std::map<std::string, std::string>(int)>& env_for, int timeout_s = 120,
+    const std::function<void(int store_port, const std::vector<pid_t>& pids)>& while_running =
+        nullptr);
 
 class ChildMode {
  public:

@@ -355,6 +355,11 @@ TEST(BenchReport, Table) {
       format_header("allreduce", 4, "f32", "sum", "auto", "20", 5, true, false);
   EXPECT_NE(header.find("ranks 4"), std::string::npos);
   EXPECT_NE(header.find("iters 20"), std::string::npos);
+  EXPECT_EQ(format_settings(Config{}), "");
+  Config c;
+  c.tcp_integrity = true;
+  c.transport = "tcp";
+  EXPECT_EQ(format_settings(c), "# settings: PLAIT_TCP_INTEGRITY=1 PLAIT_TRANSPORT=tcp\n");
 }
 
 }  // namespace

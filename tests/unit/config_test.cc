@@ -67,10 +67,11 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
         "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND", "PLAIT_PS_SERVERS",
-        "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WINDOW", "PLAIT_PS_WAIT"}) {
+        "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WINDOW", "PLAIT_PS_WAIT",
+        "PLAIT_KEEPALIVE", "PLAIT_PEER_TIMEOUT", "PLAIT_STALL_WARN", "PLAIT_TCP_INTEGRITY"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 40u);
+  EXPECT_EQ(settings().size(), 44u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {
@@ -139,6 +140,49 @@ TEST(ConfigTimeouts, AcceptMillisecondsAndSuffixes) {
     expect_rejected("PLAIT_TIMEOUT", bad, "30s");
   }
   expect_rejected("PLAIT_CONNECT_TIMEOUT", "soon", "30s");
+}
+
+TEST(ConfigKeepAlive, PeerTimeoutFollowsTheTimeoutWithinBoundsUnlessSet) {
+  using std::chrono::milliseconds;
+  Config c;  // PLAIT_TIMEOUT 300 s: a silent peer is failed after a minute
+  EXPECT_EQ(effective_peer_timeout(c), milliseconds(60000));
+  c.timeout = milliseconds(4000);  // at least 5 keep-alive periods
+  EXPECT_EQ(effective_peer_timeout(c), milliseconds(5000));
+  c.timeout = milliseconds(20000);
+  EXPECT_EQ(effective_peer_timeout(c), milliseconds(20000));
+  c = parse_one("PLAIT_PEER_TIMEOUT", "3s");
+  EXPECT_EQ(effective_peer_timeout(c), milliseconds(3000));
+  c.keepalive = milliseconds(2000);  // never below 2 periods
+  EXPECT_EQ(effective_peer_timeout(c), milliseconds(4000));
+  c = parse_one("PLAIT_KEEPALIVE", "0");
+  EXPECT_EQ(c.keepalive, milliseconds(0));
+  EXPECT_EQ(effective_peer_timeout(c), milliseconds(0));  // off
+  EXPECT_EQ(parse_one("PLAIT_KEEPALIVE", "250ms").keepalive, milliseconds(250));
+  EXPECT_EQ(parse_one("PLAIT_PEER_TIMEOUT", "AUTO").peer_timeout, milliseconds(0));
+  expect_rejected("PLAIT_KEEPALIVE", "-1", "0 (off)");
+  expect_rejected("PLAIT_PEER_TIMEOUT", "0", "30s");
+}
+
+TEST(ConfigStallWarn, AutoIsAQuarterOfTheTimeoutWithinBounds) {
+  using std::chrono::milliseconds;
+  Config c;
+  EXPECT_EQ(effective_stall_warn(c, milliseconds(300000)), milliseconds(60000));
+  EXPECT_EQ(effective_stall_warn(c, milliseconds(20000)), milliseconds(5000));
+  EXPECT_EQ(effective_stall_warn(c, milliseconds(500)), milliseconds(1000));
+  EXPECT_EQ(effective_stall_warn(parse_one("PLAIT_STALL_WARN", "2s"), milliseconds(500)),
+            milliseconds(2000));
+  EXPECT_EQ(effective_stall_warn(parse_one("PLAIT_STALL_WARN", "0"), milliseconds(500)),
+            milliseconds(0));
+  EXPECT_EQ(parse_one("PLAIT_STALL_WARN", "Auto").stall_warn, milliseconds(-1));
+  expect_rejected("PLAIT_STALL_WARN", "soon", "0 (off)");
+}
+
+TEST(ConfigTcpIntegrity, IsOffByDefaultAndTakesZeroOrOne) {
+  EXPECT_FALSE(Config{}.tcp_integrity);
+  EXPECT_TRUE(parse_one("PLAIT_TCP_INTEGRITY", "1").tcp_integrity);
+  EXPECT_TRUE(parse_one("PLAIT_TCP_INTEGRITY", "ON").tcp_integrity);
+  EXPECT_FALSE(parse_one("PLAIT_TCP_INTEGRITY", "0").tcp_integrity);
+  expect_rejected("PLAIT_TCP_INTEGRITY", "maybe", "0 or 1");
 }
 
 TEST(ConfigEnums, AcceptAnyCaseAndListChoicesOnError) {

@@ -171,17 +171,26 @@ TEST_F(TcpPair, EagerBurstThatFillsTheSocketArrivesIntactWithBuffersReusedAtComp
   constexpr int kCount = 2000;
   const size_t len = threshold() - 1;
   std::vector<uint8_t> buf(len);
+  // The sender stays at most 64 messages (128 MiB) ahead of the receiving thread: enough to
+  // fill the socket many times over, and on a loaded host the receiver's lag stays below
+  // PLAIT_MAX_UNEXPECTED (512 MiB), whose excess would rightly fail the peer.
+  std::atomic<int> received{0};
   std::thread receiver([&] {
     std::vector<uint8_t> out(len);
     for (int i = 0; i < kCount; ++i) {
       f(1).recv(0, out.data(), out.size(), 9, &cq(1), i);
       Completion c = wait_one(cq(1));
+      received.store(i + 1);
       ASSERT_TRUE(c.ok()) << c.error->what();
       ASSERT_EQ(c.header, static_cast<uint64_t>(i));
       ASSERT_EQ(out, pattern(len, static_cast<uint8_t>(i))) << "message " << i;
     }
   });
   for (int i = 0; i < kCount; ++i) {
+    const auto since = std::chrono::steady_clock::now();
+    while (i - received.load() > 64 && std::chrono::steady_clock::now() - since < 30s)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ASSERT_LE(i - received.load(), 64) << "the receiver stopped at message " << received.load();
     buf = pattern(len, static_cast<uint8_t>(i));
     f(0).send(1, buf.data(), buf.size(), 9, i, &cq(0), i);
     Completion c = wait_one(cq(0));

@@ -224,6 +224,7 @@ int run_bench(const BenchOptions& options) {
                              options.in_place)
                    .c_str(),
                stdout);
+    std::fputs(format_settings(Config::from_env()).c_str(), stdout);
     std::fputs(format_table_header().c_str(), stdout);
     std::fflush(stdout);
   }

@@ -62,6 +62,16 @@ std::string format_header(const std::string& op, int ranks, const std::string& d
       check ? "on" : "off", in_place ? "in place" : "out of place");
 }
 
+std::string format_settings(const Config& config) {
+  const Config defaults;
+  std::string line;
+  for (const SettingInfo& row : settings()) {
+    const std::string value = setting_value(config, row.name);
+    if (value != setting_value(defaults, row.name)) line += " " + row.name + "=" + value;
+  }
+  return line.empty() ? "" : "# settings:" + line + "\n";
+}
+
 std::string format_table_header() {
   return "#       size      count   type  redop        algo   root   time(us)  algbw(GB/s)"
          "  busbw(GB/s)  cpu(s/GB)  #wrong\n";

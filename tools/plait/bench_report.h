@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace plait::cli {
 
 // One measured size, as every rank agreed on it (time is the slowest rank's).
@@ -41,6 +43,9 @@ void fill_bandwidth(BenchRecord& record, double busbw_factor);
 std::string format_header(const std::string& op, int ranks, const std::string& dtype,
                           const std::string& redop, const std::string& algo,
                           const std::string& iters, int warmup, bool check, bool in_place);
+// "# settings: PLAIT_TCP_INTEGRITY=1 PLAIT_TRANSPORT=tcp\n": what this run set that is not a
+// default (empty when nothing is), so that a table says what it measured.
+std::string format_settings(const Config& config);
 std::string format_table_header();
 std::string format_table_row(const BenchRecord& record);
 // "# Avg bus bandwidth: X GB/s" over the rows (0 for none).

@@ -29,6 +29,7 @@
 #include "local_job_watchdog.h"
 #include "plait/error.h"
 #include "plait/store.h"
+#include "stall_request.h"
 
 namespace plait::cli {
 namespace {
@@ -55,8 +56,10 @@ std::string seconds_text(milliseconds d) {
 
 class LocalJob {
  public:
-  LocalJob(const LocalJobOptions& options, SignalPipe& signals, Watchdog& watchdog)
-      : options_(options), signals_(signals), watchdog_(watchdog), started_(Clock::now()) {}
+  LocalJob(const LocalJobOptions& options, SignalPipe& signals, Watchdog& watchdog,
+           StallRequests& stall_requests)
+      : options_(options), signals_(signals), watchdog_(watchdog),
+        stall_requests_(stall_requests), started_(Clock::now()) {}
   ~LocalJob();
   LocalJob(const LocalJob&) = delete;
   LocalJob& operator=(const LocalJob&) = delete;
@@ -97,6 +100,7 @@ class LocalJob {
   const LocalJobOptions& options_;
   SignalPipe& signals_;
   Watchdog& watchdog_;
+  StallRequests& stall_requests_;
   std::vector<Rank> ranks_;
   Clock::time_point started_;
   bool stopping_ = false;
@@ -245,6 +249,7 @@ void LocalJob::on_rank_exit(const Rank& rank, int wait_status) {
 
 void LocalJob::on_signal(int sig) {
   // SIGCHLD needs nothing here: reap_exited() looks at every rank on each turn of the loop.
+  if (sig == SIGUSR1) return stall_requests_.request();
   if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;
   const std::string name = signal_name(sig);
   if (!stopping_) {
@@ -355,9 +360,10 @@ int run_local_job(const LocalJobOptions& options, JobEnd* end) {
   if (!devnull.valid()) throw system_error("plait run: cannot open /dev/null", errno);
 
   // Declared after the store so that the ranks are gone before the store goes away.
+  StallRequests stall_requests(identity.store_host, identity.store_port, token, say);
   SignalPipe signals;
   Watchdog watchdog(static_cast<size_t>(options.nranks));
-  LocalJob job(options, signals, watchdog);
+  LocalJob job(options, signals, watchdog, stall_requests);
   job.start(identity, devnull.get());
   const int status = job.wait();
   if (end) end->rank_failed = job.rank_failed();

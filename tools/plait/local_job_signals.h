@@ -1,4 +1,5 @@
-// The launcher's signal handling. SIGINT, SIGTERM, SIGHUP and SIGCHLD become bytes on a pipe that
+// The launcher's signal handling. SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGUSR1 (a stall
+// report: stall_request.h) become bytes on a pipe that
 // the job's poll loop reads like any other event: no work happens inside a signal handler, and a
 // signal that arrives between a check and poll() still wakes poll(). SIGPIPE is ignored so
 // that a closed stdout (`plait run ... | head`) costs the launcher its output, not its life
@@ -33,7 +34,7 @@ class SignalPipe {
   void reset_in_child() const noexcept;
 
  private:
-  static constexpr std::array<int, 5> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE};
+  static constexpr std::array<int, 6> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE, SIGUSR1};
   net::Fd read_end_;
   net::Fd write_end_;
   std::array<struct sigaction, kSignals.size()> previous_{};

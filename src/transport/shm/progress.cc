@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <thread>
 
 #include "core/log.h"
@@ -173,6 +174,38 @@ void ShmFabric::check_peers(bool pidfds) {
     else
       fail_peer(p, "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.link.pid) +
                        ") died without shutting down its fabric (killed or crashed?)", false);
+  }
+  if (pidfds && config_.keepalive.count() > 0) {
+    const auto now = Clock::now();
+    if (now >= next_stop_check_) {
+      next_stop_check_ = now + config_.keepalive;
+      check_stopped_peers(now);
+    }
+  }
+}
+
+// A stopped process on this host says nothing, like a silent remote one (the tcp provider's
+// keep-alives); here its state can be read instead: /proc/<pid>/stat, once per keep-alive
+// period. It is failed once stopped for the peer timeout on end.
+void ShmFabric::check_stopped_peers(Clock::time_point now) {
+  const auto limit = effective_peer_timeout(config_);
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    if (p.failed.load()) continue;
+    if (!process_stopped(p.link.pid)) {
+      p.stopped_since = {};
+      continue;
+    }
+    if (p.stopped_since == Clock::time_point{}) p.stopped_since = now;
+    if (now - p.stopped_since < limit) continue;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f",
+                  std::chrono::duration<double>(now - p.stopped_since).count());
+    const std::string why = "rank " + std::to_string(p.rank) + " (pid " +
+                            std::to_string(p.link.pid) + ") has been stopped for " + seconds +
+                            " s (SIGSTOP, or a debugger holds it; PLAIT_PEER_TIMEOUT=" +
+                            std::to_string(limit.count()) + " ms)";
+    fail_peer(p, why, false);
   }
 }
 

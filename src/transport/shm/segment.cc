@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/log.h"
+#include "core/socket.h"
 #include "plait/error.h"
 
 namespace plait::transport::shm {
@@ -155,6 +156,21 @@ std::array<uint8_t, kTagBytes> segment_tag(const std::string& job_token,
 }
 
 bool process_gone(pid_t pid) { return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+bool process_stopped(pid_t pid) {
+  if (pid <= 0) return false;
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  net::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  char buf[512];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ...": the name may hold spaces and parentheses; the state follows the last ')'.
+  const char* close = std::strrchr(buf, ')');
+  if (!close || close[1] != ' ') return false;
+  return close[2] == 'T' || close[2] == 't';
+}
 
 void sweep_stale_segments() {
   DIR* dir = ::opendir("/dev/shm");

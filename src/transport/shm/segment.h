@@ -70,6 +70,9 @@ void sweep_stale_segments();
 // True if the process is gone (exited, or a zombie nobody reaped yet counts as alive here:
 // use a pidfd for that).
 bool process_gone(pid_t pid);
+// True if the process is stopped by a signal or held by a tracer (state T or t in
+// /proc/<pid>/stat); false when it runs, sleeps, or cannot be read.
+bool process_stopped(pid_t pid);
 
 // A random 64-bit value from the OS.
 uint64_t random_u64();

@@ -103,6 +103,8 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
     std::atomic<bool> ring_broken{false};  // it wrote garbage: its ring is no longer read
     // Drainer only:
     std::unordered_set<uint64_t> denied_imm_writes;  // copy-fallback writes with a refused piece
+    // Since when its process has been seen stopped (SIGSTOP, a debugger); epoch: running.
+    Clock::time_point stopped_since{};
   };
 
   // A copy by cross-memory attach, done in chunks by the drainer so that no pass takes long,
@@ -166,6 +168,9 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
   bool step_transfers();
   void queue_transfer(Transfer t);
   void check_peers(bool pidfds);
+  // Fails a peer whose process has stayed stopped for the peer timeout (drainer only).
+  void check_stopped_peers(Clock::time_point now);
+  Clock::time_point next_stop_check_{};  // drainer only
   void fail_peer(Peer& p, const std::string& why, bool orderly);
   bool has_work() const;
   void progress_loop();

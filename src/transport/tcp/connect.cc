@@ -1,15 +1,20 @@
 #include "transport/tcp/connect.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <atomic>
+#include <list>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "core/auth.h"
 #include "core/log.h"
 #include "plait/error.h"
+#include "transport/tcp/hello.h"
 #include "transport/tcp/wire.h"
 
 namespace plait::transport::tcp {
@@ -18,7 +23,6 @@ namespace {
 // Part of the HMAC input on both sides; the fabric name is checked in the hello instead, so
 // that a name mismatch is reported as such and not as a wrong token.
 constexpr std::string_view kAuthLabel = "plait tcp fabric";
-constexpr size_t kMaxNameBytes = 4096;
 constexpr auto kHandshakeTime = std::chrono::seconds(10);
 
 std::string address_key(const std::string& name, int rank) {
@@ -36,7 +40,8 @@ void send_hello(int fd, const FabricOptions& o, int stream, const Deadline& dead
   h.stream = static_cast<uint16_t>(stream);
   h.rank = o.rank;
   h.size = o.size;
-  h.streams = static_cast<uint32_t>(o.config.tcp_streams);
+  h.streams = static_cast<uint16_t>(o.config.tcp_streams);
+  h.flags = o.config.tcp_integrity ? Hello::kHelloIntegrity : 0;
   h.name_length = static_cast<uint32_t>(o.name.size());
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   bytes += o.name;
@@ -47,22 +52,9 @@ void send_hello(int fd, const FabricOptions& o, int stream, const Deadline& dead
 Hello recv_hello(int fd, const FabricOptions& o, const Deadline& deadline) {
   Hello h;
   net::recv_all(fd, &h, sizeof h, deadline);
-  if (h.magic != Hello::kHelloMagic || h.version != Hello::kWireVersion)
-    throw invalid_usage("peer is not a plait tcp fabric of the same version (hello magic " +
-                        std::to_string(h.magic) + ", version " + std::to_string(h.version) + ")");
-  if (h.name_length > kMaxNameBytes) throw invalid_usage("peer sent an oversized fabric name");
-  std::string name(h.name_length, '\0');
+  std::string name(hello_name_length(h), '\0');
   net::recv_all(fd, name.data(), name.size(), deadline);
-  if (name != o.name)
-    throw invalid_usage("peer belongs to fabric '" + name + "', not '" + o.name + "'");
-  if (h.size != o.size || h.streams != static_cast<uint32_t>(o.config.tcp_streams))
-    throw invalid_usage("peer rank " + std::to_string(h.rank) + " has size " +
-                        std::to_string(h.size) + " and " + std::to_string(h.streams) +
-                        " streams, we have " + std::to_string(o.size) + " and " +
-                        std::to_string(o.config.tcp_streams));
-  if (h.rank < 0 || h.rank >= o.size || h.stream >= h.streams)
-    throw invalid_usage("peer sent an invalid rank " + std::to_string(h.rank) + " / stream " +
-                        std::to_string(h.stream));
+  check_hello(h, name, o);
   return h;
 }
 
@@ -73,7 +65,9 @@ int lower_members(const Mesh& mesh, int rank) {
 }
 
 // Accepts the lower ranks' sockets on its own thread while the setup thread connects to the
-// higher ranks, so that no pair of ranks waits on each other.
+// higher ranks, so that no pair of ranks waits on each other. Each accepted connection is
+// authenticated on a thread of its own: a stranger that connects and says nothing holds up
+// its own handshake only, not the ranks queued behind it.
 class Acceptor {
  public:
   Acceptor(const FabricOptions& o, int listen_fd, Mesh* mesh, const Deadline& deadline)
@@ -104,36 +98,127 @@ class Acceptor {
   const std::string& last_rejection() const { return last_rejection_; }
 
  private:
+  // Connections being authenticated at once; past this, the oldest is cut off (a flood).
+  static constexpr size_t kMaxHandshakes = 64;
+  struct Handshake {
+    int fd = -1;
+    bool done = false;  // under mu_: the socket is in the mesh or closed
+    bool cut = false;   // under mu_: shut down by us; it must not enter the mesh
+    std::thread thread;
+  };
+
   void run() {
-    int accepted = 0;
-    while (accepted < expected_ && !stop_ && !deadline_.expired()) {
+    while (accepted_.load() < expected_ && !stop_ && !deadline_.expired()) {
       // Short slices, so that the destructor's stop request is honoured promptly.
       auto slice = Deadline::after(std::min<std::chrono::nanoseconds>(
           std::chrono::milliseconds(50), deadline_.remaining()));
+      net::Fd fd;
       try {
-        net::Fd fd = net::accept_tcp(listen_fd_, slice);
-        if (!fd.valid()) continue;
-        net::set_nodelay(fd.get());
-        // A connector that goes quiet must not hold up the ranks queued behind it.
-        const Deadline handshake(std::min(deadline_.at(), Clock::now() + kHandshakeTime));
-        auth::accept_handshake(fd.get(), o_.job_token, kAuthLabel, handshake);
-        Hello h = recv_hello(fd.get(), o_, handshake);
-        if (h.rank >= o_.rank || !mesh_->member(h.rank) ||
-            mesh_->sockets[h.rank][h.stream].valid())
-          throw invalid_usage("unexpected connection from rank " + std::to_string(h.rank) +
-                              " stream " + std::to_string(h.stream));
-        send_hello(fd.get(), o_, h.stream, handshake);
-        mesh_->sockets[h.rank][h.stream] = std::move(fd);
-        ++accepted;
-      } catch (const Error& e) {
-        // A stray or misconfigured connector must not stop the job's own ranks from joining.
+        fd = net::accept_tcp(listen_fd_, slice);
+      } catch (const std::exception& e) {
+        reject(e.what());
+      }
+      reap(false);
+      if (!fd.valid()) continue;
+      std::lock_guard lock(mu_);
+      if (handshakes_.size() >= kMaxHandshakes) {
+        // A flood: the oldest handshake gives way. A rank's takes milliseconds, so the
+        // oldest is a connector that stays silent, not a rank.
+        for (Handshake& old : handshakes_)
+          if (!old.done && !old.cut) {
+            cut_locked(old);
+            break;
+          }
+      }
+      Handshake& h = handshakes_.emplace_back();
+      h.fd = fd.release();
+      h.thread = std::thread([this, &h] { authenticate(h); });
+    }
+    // The ranks are in (or the setup gave up): whoever is still in a handshake is a stranger,
+    // or too late; its socket is shut so that its thread returns now.
+    reap(true);
+  }
+
+  void authenticate(Handshake& h) {
+    net::Fd fd;
+    {
+      std::lock_guard lock(mu_);  // h.fd is ours once run() let go of the lock
+      fd = net::Fd(h.fd);
+    }
+    try {
+      net::set_nodelay(fd.get());
+      // A connector that goes quiet is cut off after this.
+      const Deadline handshake(std::min(deadline_.at(), Clock::now() + kHandshakeTime));
+      const auth::Nonce nonce = auth::accept_handshake(fd.get(), o_.job_token, kAuthLabel, handshake);
+      Hello hello = recv_hello(fd.get(), o_, handshake);
+      {
+        std::lock_guard lock(mu_);
+        if (h.cut || hello.rank >= o_.rank || !mesh_->member(hello.rank) ||
+            mesh_->sockets[hello.rank][hello.stream].valid() ||
+            claimed_.count({hello.rank, hello.stream}))
+          throw invalid_usage("unexpected connection from rank " + std::to_string(hello.rank) +
+                              " stream " + std::to_string(hello.stream));
+        claimed_.insert({hello.rank, hello.stream});
+      }
+      send_hello(fd.get(), o_, hello.stream, handshake);
+      std::lock_guard lock(mu_);
+      if (h.cut) throw invalid_usage("cut off: the setup ended, or a flood of connections");
+      mesh_->sockets[hello.rank][hello.stream] = std::move(fd);
+      mesh_->nonces[hello.rank][hello.stream] = nonce;
+      h.done = true;
+      ++accepted_;
+    } catch (const Error& e) {
+      // A stray or misconfigured connector must not stop the job's own ranks from joining.
+      std::lock_guard lock(mu_);
+      if (h.cut) {
+        // Its error is our own shutdown: say what happened, once per flood is plenty.
+        if (!flood_logged_)
+          log(LogLevel::kWarn, "rank ", o_.rank, ": tcp fabric '", o_.name,
+              "': cut off connections still in their handshake (a flood of connections, or "
+              "the setup ended): the first from ", net::peer_address(fd.get()));
+        flood_logged_ = true;
+      } else {
         log(LogLevel::kWarn, "rank ", o_.rank, ": tcp fabric '", o_.name,
             "': rejected a connection: ", e.what());
         last_rejection_ = e.message();
-      } catch (const std::exception& e) {  // never let an exception end the thread
-        last_rejection_ = e.what();
+      }
+      h.done = true;
+    } catch (const std::exception& e) {  // never let an exception end the thread
+      std::lock_guard lock(mu_);
+      last_rejection_ = e.what();
+      h.done = true;
+    }
+  }
+
+  // Joins the finished handshakes; with `all`, first cuts off the unfinished ones.
+  void reap(bool all) {
+    std::list<Handshake> finished;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = handshakes_.begin(); it != handshakes_.end();) {
+        if (all && !it->done) cut_locked(*it);
+        if (all || it->done) {
+          auto next = std::next(it);
+          finished.splice(finished.end(), handshakes_, it);
+          it = next;
+        } else {
+          ++it;
+        }
       }
     }
+    for (Handshake& h : finished) h.thread.join();
+  }
+
+  void cut_locked(Handshake& h) {
+    if (!h.cut) ::shutdown(h.fd, SHUT_RDWR);
+    h.cut = true;
+  }
+
+  void reject(const std::string& why) {
+    log(LogLevel::kWarn, "rank ", o_.rank, ": tcp fabric '", o_.name,
+        "': rejected a connection: ", why);
+    std::lock_guard lock(mu_);
+    last_rejection_ = why;
   }
 
   const FabricOptions& o_;
@@ -142,7 +227,12 @@ class Acceptor {
   const Deadline deadline_;
   const int expected_;
   std::atomic<bool> stop_{false};
-  std::string last_rejection_;
+  std::atomic<int> accepted_{0};
+  std::mutex mu_;
+  std::list<Handshake> handshakes_;          // mu_
+  std::set<std::pair<int, int>> claimed_;    // mu_: (rank, stream) in a handshake's reply
+  std::string last_rejection_;               // mu_, or after finish()
+  bool flood_logged_ = false;                // mu_
   std::thread thread_;
 };
 
@@ -179,7 +269,7 @@ void connect_peer(const FabricOptions& o, int peer, const std::string& address, 
   HostPort hp = parse_address(address);
   for (int s = 0; s < o.config.tcp_streams; ++s) {
     net::Fd fd = net::connect_tcp(hp.host, hp.port, deadline);
-    auth::connect_handshake(fd.get(), o.job_token, kAuthLabel, deadline);
+    const auth::Nonce nonce = auth::connect_handshake(fd.get(), o.job_token, kAuthLabel, deadline);
     send_hello(fd.get(), o, s, deadline);
     Hello h = recv_hello(fd.get(), o, deadline);
     if (h.rank != peer || h.stream != s)
@@ -187,6 +277,7 @@ void connect_peer(const FabricOptions& o, int peer, const std::string& address, 
                           " stream " + std::to_string(h.stream) + ", expected rank " +
                           std::to_string(peer) + " stream " + std::to_string(s));
     mesh->sockets[peer][s] = std::move(fd);
+    mesh->nonces[peer][s] = nonce;
   }
 }
 
@@ -212,8 +303,12 @@ Mesh connect_mesh(const FabricOptions& o) {
                           std::to_string(o.size), ctx);
     member[p] = true;
   }
+  mesh.nonces.resize(o.size);
   for (int r = 0; r < o.size; ++r)
-    if (r != o.rank && member[r]) mesh.sockets[r].resize(o.config.tcp_streams);
+    if (r != o.rank && member[r]) {
+      mesh.sockets[r].resize(o.config.tcp_streams);
+      mesh.nonces[r].resize(o.config.tcp_streams);
+    }
 
   try {
     const std::string host = net::local_address(o.config.tcp_interface, o.route_hint);

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "core/auth.h"
 #include "core/socket.h"
 #include "transport/fabric.h"
 
@@ -14,6 +15,9 @@ namespace plait::transport::tcp {
 // for ranks outside FabricOptions::peers (another provider serves those).
 struct Mesh {
   std::vector<std::vector<net::Fd>> sockets;
+  // nonces[peer][stream]: the socket's handshake nonce (PLAIT_TCP_INTEGRITY keys derive from
+  // it); the lower rank of a pair is the one that connected.
+  std::vector<std::vector<auth::Nonce>> nonces;
   bool member(int r) const { return !sockets[r].empty(); }
 };
 

@@ -86,9 +86,9 @@ bool TcpFabric::progress() {
   }
 }
 
-bool TcpFabric::park() {
+TcpFabric::ParkEnd TcpFabric::park(Clock::time_point until) {
   uint64_t passes = poll_passes_.load(std::memory_order_relaxed);
-  bool idle = false;
+  ParkEnd end = ParkEnd::kWoken;
   std::chrono::microseconds period = kParkCheckMin;
   for (;;) {
     parked_.store(true, std::memory_order_seq_cst);
@@ -97,14 +97,18 @@ bool TcpFabric::park() {
     futex_wait(&park_word_, seen, period);
     const uint64_t now = poll_passes_.load(std::memory_order_relaxed);
     if (now == passes) {  // a whole period without a poll pass: nobody polls
-      idle = true;
+      end = ParkEnd::kIdle;
+      break;
+    }
+    if (Clock::now() >= until) {
+      end = ParkEnd::kTimer;
       break;
     }
     passes = now;
     period = std::min(period * 2, std::chrono::microseconds(kParkCheckMax));
   }
   parked_.store(false, std::memory_order_seq_cst);
-  return idle;
+  return end;
 }
 
 void TcpFabric::unpark() {

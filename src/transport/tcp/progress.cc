@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -88,19 +89,30 @@ void TcpFabric::progress_loop() {
   // The poll-pass count when the park last found nobody polling: a poller count that stays
   // up without passes (a submitter that lent its poll and went off) does not park us again.
   uint64_t idle_at = UINT64_MAX;
+  if (keepalive_on()) next_keepalive_ = Clock::now() + keepalive_;
   while (!stop_requested_.load()) {
+    Clock::time_point now = Clock::now();
+    if (now >= next_keepalive_) keepalive_tick(now);
     // A caller polls the sockets: asleep in epoll we would only be woken for every message
     // it reads anyway (a context switch each, on cores its peers need).
     if (!backlog && may_park() && pollers_.load(std::memory_order_seq_cst) > 0 &&
         poll_passes_.load(std::memory_order_relaxed) != idle_at) {
-      if (park()) idle_at = poll_passes_.load(std::memory_order_relaxed);
+      const ParkEnd end = park(next_keepalive_);
+      if (end == ParkEnd::kIdle) idle_at = poll_passes_.load(std::memory_order_relaxed);
       if (stop_requested_.load()) break;
+      if (end == ParkEnd::kTimer) continue;  // the keep-alive is due; then park again
+      now = Clock::now();
       // A poller may have left streams past their read budget: their edges are consumed,
       // so epoll would not report them again.
       std::lock_guard rx(rx_mu_);
       backlog = !ready_.empty();
     }
-    int n = ::epoll_wait(epoll_.get(), events, 64, backlog ? 0 : busy_timeout);
+    int timeout_ms = backlog ? 0 : busy_timeout;
+    if (timeout_ms > 0 && keepalive_on()) {
+      const auto until_tick = std::chrono::ceil<std::chrono::milliseconds>(next_keepalive_ - now);
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(until_tick.count(), 0, timeout_ms));
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
     if (n < 0) {
       if (errno != EINTR) log(LogLevel::kError, "rank ", rank_, ": epoll_wait: ", os_error(errno));
       n = 0;

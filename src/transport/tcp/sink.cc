@@ -78,6 +78,7 @@ auto Sink::with_destination(Io&& io) {
 }
 
 void Sink::put(const char* src, size_t n) {
+  if (mac_) mac_->update(src, n);
   with_destination([&](char* dest) {
     if (dest) std::memcpy(dest, src, n);
     return 0;
@@ -90,7 +91,11 @@ ssize_t Sink::recv_from(int fd, size_t n, char* scratch, size_t scratch_size, bo
   size_t asked = 0;
   ssize_t got = with_destination([&](char* dest) {
     asked = dest ? n : std::min(n, scratch_size);
-    return ::recv(fd, dest ? dest : scratch, asked, 0);
+    char* into = dest ? dest : scratch;
+    ssize_t got = ::recv(fd, into, asked, 0);
+    // Read back while the destination is still ours (the same guard or pin as the write).
+    if (mac_ && got > 0) mac_->update(into, static_cast<size_t>(got));
+    return got;
   });
   if (got > 0) done_ += static_cast<size_t>(got);
   *short_read = got > 0 && static_cast<size_t>(got) < asked;

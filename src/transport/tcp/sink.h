@@ -22,6 +22,7 @@
 
 #include "core/futex_shared_mutex.h"
 #include "transport/memory_registry.h"
+#include "transport/tcp/integrity.h"
 
 namespace plait::transport::tcp {
 
@@ -36,6 +37,8 @@ class Sink {
   static Sink region(char* dest, size_t length, RegionRef region);
 
   size_t remaining() const { return length_ - done_; }
+  // PLAIT_TCP_INTEGRITY: every byte taken is also fed to `mac` (the payload's tag).
+  void set_mac(FrameMac* mac) { mac_ = mac; }
   bool revoked() const { return revoked_; }
   // The bytes of a buffer sink.
   const std::vector<char>& bytes() const { return buffer_; }
@@ -62,6 +65,7 @@ class Sink {
   std::shared_ptr<const std::atomic<bool>> finished_;
   FutexSharedMutex* guard_ = nullptr;
   RegionRef region_;
+  FrameMac* mac_ = nullptr;
 };
 
 }  // namespace plait::transport::tcp

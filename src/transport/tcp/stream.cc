@@ -1,11 +1,14 @@
 #include "transport/tcp/stream.h"
 
+#include <openssl/crypto.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "plait/error.h"
 
 namespace plait::transport::tcp {
 namespace {
@@ -28,9 +31,40 @@ bool would_block(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
 }  // namespace
 
-Stream::Stream(net::Fd fd, int peer, int index, FutexSharedMutex* user_memory_guard)
+Stream::Stream(net::Fd fd, int peer, int index, FutexSharedMutex* user_memory_guard,
+               const StreamKeys* keys)
     : fd_(std::move(fd)), peer_(peer), index_(index), user_memory_guard_(user_memory_guard),
-      rx_(kRxBufferBytes) {}
+      rx_(kRxBufferBytes) {
+  if (keys) {
+    tx_mac_ = std::make_unique<FrameMac>(keys->send);
+    rx_mac_ = std::make_unique<FrameMac>(keys->recv);
+  }
+}
+
+void Stream::tag_locked(Frame& f) {
+  if (!tx_mac_ || f.tagged) return;
+  f.tag_counter = tx_mac_->counter();
+  f.header_tag = tx_mac_->tag(&f.header, sizeof(WireHeader));
+  if (f.header.length > 0) f.payload_tag = tx_mac_->tag(f.source(), f.header.length);
+  f.tagged = true;
+}
+
+void Stream::untag_unsent_locked() {
+  if (!tx_mac_) return;
+  size_t i = 0;
+  while (i < queue_.size() && queue_[i].sent > 0) ++i;
+  if (i == queue_.size() || !queue_[i].tagged) return;
+  tx_mac_->rewind(queue_[i].tag_counter);
+  for (; i < queue_.size() && queue_[i].tagged; ++i) queue_[i].tagged = false;
+}
+
+void Stream::integrity_failure(const char* what) const {
+  throw Error(ErrorCategory::kRemote,
+              "rank " + std::to_string(peer_) + " (stream " + std::to_string(index_) + "): " +
+                  what + " failed its integrity check (PLAIT_TCP_INTEGRITY): the bytes were "
+                  "altered on the way, or a frame was lost, replayed or reordered; the "
+                  "connection is no longer trusted");
+}
 
 int Stream::submit(Frame frame, FinishedOps* finished) {
   std::lock_guard lock(mu_);
@@ -46,11 +80,19 @@ Stream::DirectWrite Stream::write_now(const WireHeader& header, const char* payl
                                       int* error) {
   std::lock_guard lock(mu_);
   if (!sending_ || !queue_.empty()) return DirectWrite::kNotNow;
-  iovec iov[2] = {{const_cast<WireHeader*>(&header), sizeof(WireHeader)},
-                  {const_cast<char*>(payload), header.length}};
+  Frame f;
+  f.header = header;
+  f.payload = payload;
+  tag_locked(f);
+  iovec iov[4];
+  size_t iovcnt = 0;
+  iov[iovcnt++] = {const_cast<WireHeader*>(&header), sizeof(WireHeader)};
+  if (f.tagged) iov[iovcnt++] = {f.header_tag.data(), kTagBytes};
+  if (header.length > 0) iov[iovcnt++] = {const_cast<char*>(payload), header.length};
+  if (f.tagged && header.length > 0) iov[iovcnt++] = {f.payload_tag.data(), kTagBytes};
   msghdr msg{};
   msg.msg_iov = iov;
-  msg.msg_iovlen = header.length > 0 ? 2 : 1;
+  msg.msg_iovlen = iovcnt;
   ssize_t n;
   do {
     n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -62,11 +104,11 @@ Stream::DirectWrite Stream::write_now(const WireHeader& header, const char* payl
     return DirectWrite::kNotNow;
   }
   const size_t written = n < 0 ? 0 : static_cast<size_t>(n);
-  if (written == sizeof(WireHeader) + header.length) return DirectWrite::kWritten;
-  // A full socket (EPOLLOUT continues it): the rest goes out of a copy, frame-ordered.
-  Frame f;
-  f.header = header;
+  if (written == wire_size(f)) return DirectWrite::kWritten;
+  // A full socket (EPOLLOUT continues it): the rest goes out of a copy, frame-ordered; its
+  // tags stay valid (the same bytes), and if none of it went, it is tagged again in turn.
   f.owned.assign(payload, header.length);
+  f.payload = nullptr;
   f.sent = written;
   queue_.push_back(std::move(f));
   return DirectWrite::kCopied;
@@ -116,7 +158,7 @@ int Stream::flush_locked(FinishedOps* finished) {
     RegisteredMemory::Pin pin;
     const RegisteredMemory* pinned = nullptr;
     size_t i = 0;
-    while (i < queue_.size() && iovcnt + 2 <= kMaxIov && planned < kMaxWriteBytes) {
+    while (i < queue_.size() && iovcnt + 4 <= kMaxIov && planned < kMaxWriteBytes) {
       Frame& f = queue_[i];
       bool readable = true;
       if (f.op) {
@@ -143,26 +185,37 @@ int Stream::flush_locked(FinishedOps* finished) {
         // Nothing of it is on the wire: drop it, but only from the front, so that the iovecs
         // gathered so far keep pointing at live frames.
         if (i > 0) break;
+        if (f.tagged) untag_unsent_locked();  // its counters go to the frames after it
         queue_.pop_front();
         continue;
       }
+      // Readable here unless partly written (an unreadable unstarted frame was dropped):
+      // the tags read the payload now, under the same guard or pin as the write.
+      if (f.sent == 0) tag_locked(f);
+      // The frame on the wire: header | header tag | payload | payload tag (tags only with
+      // integrity, the payload's only when there is a payload).
       constexpr size_t kHeader = sizeof(WireHeader);
-      if (f.sent < kHeader) {
-        iov[iovcnt++] = {reinterpret_cast<char*>(&f.header) + f.sent, kHeader - f.sent};
-        planned += kHeader - f.sent;
-      }
-      size_t offset = std::max(f.sent, kHeader) - kHeader;
-      size_t left = f.header.length - offset;
-      if (left > 0) {
-        if (readable) {
-          iov[iovcnt++] = {const_cast<char*>(f.source()) + offset, left};
-        } else {
-          left = std::min(left, kZeroBytes);
-          iov[iovcnt++] = {const_cast<char*>(kZeros), left};
+      const size_t tag_bytes = f.tagged ? kTagBytes : 0;
+      const size_t payload_at = kHeader + tag_bytes;
+      const size_t length = f.header.length;
+      size_t at = f.sent;
+      auto add = [&](const void* p, size_t n) {
+        iov[iovcnt++] = {const_cast<void*>(p), n};
+        planned += n;
+        at += n;
+      };
+      if (at < kHeader) add(reinterpret_cast<char*>(&f.header) + at, kHeader - at);
+      if (at < payload_at) add(f.header_tag.data() + (at - kHeader), payload_at - at);
+      if (at < payload_at + length) {
+        const size_t offset = at - payload_at;
+        if (!readable) {
+          add(kZeros, std::min(length - offset, kZeroBytes));
+          break;  // padding goes out one piece at a time
         }
-        planned += left;
+        add(f.source() + offset, length - offset);
       }
-      if (!readable) break;  // padding goes out one piece at a time
+      if (tag_bytes > 0 && length > 0 && at < payload_at + length + kTagBytes)
+        add(f.payload_tag.data() + (at - payload_at - length), payload_at + length + kTagBytes - at);
       ++i;
     }
     if (iovcnt == 0) continue;  // dropped frames only; look again
@@ -176,7 +229,10 @@ int Stream::flush_locked(FinishedOps* finished) {
     if (user_lock.owns_lock()) user_lock.unlock();
     if (n < 0) {
       if (err == EINTR) continue;
-      if (would_block(err)) return 0;
+      if (would_block(err)) {
+        untag_unsent_locked();
+        return 0;
+      }
       sending_ = false;
       send_error_ = err;
       queue_.clear();
@@ -185,10 +241,10 @@ int Stream::flush_locked(FinishedOps* finished) {
     auto written = static_cast<size_t>(n);
     while (written > 0) {
       Frame& f = queue_.front();
-      size_t take = std::min(written, f.size() - f.sent);
+      size_t take = std::min(written, wire_size(f) - f.sent);
       f.sent += take;
       written -= take;
-      if (f.sent == f.size()) {
+      if (f.sent == wire_size(f)) {
         if (f.counts_for_op && f.op->parts_left.fetch_sub(1) == 1 && f.op->claim())
           finished->push_back(std::move(f.op));
         queue_.pop_front();
@@ -215,6 +271,7 @@ Stream::ReadResult Stream::read_into_buffer(size_t* consumed, int* error) {
       rx_empty_ = static_cast<size_t>(n) < room && !hangup_seen;
       rx_end_ += static_cast<size_t>(n);
       *consumed += static_cast<size_t>(n);
+      received_bytes_ += static_cast<size_t>(n);
       return ReadResult::kMore;
     }
     if (n == 0) return ReadResult::kClosed;
@@ -231,16 +288,44 @@ Stream::ReadResult Stream::receive(StreamHandler& handler, size_t budget, int* e
   rx_empty_ = false;
   for (;;) {
     if (goodbye_received_) return ReadResult::kClosed;
+    if (in_trailer_) {
+      if (rx_end_ - rx_begin_ < kTagBytes) {
+        if (consumed >= budget) return ReadResult::kMore;
+        ReadResult r = read_into_buffer(&consumed, error);
+        if (r != ReadResult::kMore) return r;
+        continue;
+      }
+      const Tag want = rx_mac_->finish();
+      if (CRYPTO_memcmp(want.data(), rx_.data() + rx_begin_, kTagBytes) != 0)
+        integrity_failure("the payload of a frame");
+      rx_begin_ += kTagBytes;
+      in_trailer_ = false;
+      Incoming done = std::move(incoming_);
+      incoming_ = Incoming();
+      handler.on_payload(*this, rx_header_, done);
+      continue;
+    }
     if (!in_payload_) {
-      if (rx_end_ - rx_begin_ < sizeof(WireHeader)) {
+      const size_t head = sizeof(WireHeader) + (rx_mac_ ? kTagBytes : 0);
+      if (rx_end_ - rx_begin_ < head) {
         if (consumed >= budget) return ReadResult::kMore;
         ReadResult r = read_into_buffer(&consumed, error);
         if (r != ReadResult::kMore) return r;
         continue;
       }
       std::memcpy(&rx_header_, rx_.data() + rx_begin_, sizeof(WireHeader));
-      rx_begin_ += sizeof(WireHeader);
+      if (rx_mac_) {
+        // Trusted before it steers anything: which buffer, how many bytes.
+        const Tag want = rx_mac_->tag(&rx_header_, sizeof(WireHeader));
+        if (CRYPTO_memcmp(want.data(), rx_.data() + rx_begin_ + sizeof(WireHeader), kTagBytes) != 0)
+          integrity_failure("a frame's header");
+      }
+      rx_begin_ += head;
       incoming_ = handler.on_header(*this, rx_header_);
+      if (rx_mac_ && rx_header_.length > 0) {
+        rx_mac_->begin();
+        incoming_.sink.set_mac(rx_mac_.get());
+      }
       in_payload_ = true;
     }
     Sink& sink = incoming_.sink;
@@ -260,6 +345,7 @@ Stream::ReadResult Stream::receive(StreamHandler& handler, size_t budget, int* e
         if (hangup_seen) rx_empty_ = false;
         if (n > 0) {
           consumed += static_cast<size_t>(n);
+          received_bytes_ += static_cast<size_t>(n);
           continue;
         }
         if (n == 0) return ReadResult::kClosed;
@@ -273,6 +359,10 @@ Stream::ReadResult Stream::receive(StreamHandler& handler, size_t budget, int* e
       continue;
     }
     in_payload_ = false;
+    if (rx_mac_ && rx_header_.length > 0) {
+      in_trailer_ = true;  // its operation completes once the tag matches
+      continue;
+    }
     Incoming done = std::move(incoming_);
     incoming_ = Incoming();
     handler.on_payload(*this, rx_header_, done);

@@ -23,6 +23,7 @@
 #include "transport/ring_queue.h"
 #include "transport/tcp/matcher.h"
 #include "transport/pending_op.h"
+#include "transport/tcp/integrity.h"
 #include "transport/tcp/sink.h"
 #include "transport/tcp/wire.h"
 
@@ -44,7 +45,13 @@ struct Frame {
   std::string if_revoked;
   // Counts as one of op->parts_left once fully written; the last one finishes the op.
   bool counts_for_op = false;
-  size_t sent = 0;  // header + payload bytes written so far
+  size_t sent = 0;  // bytes of the frame on the wire written so far (tags included)
+  // PLAIT_TCP_INTEGRITY: the frame's tags, made when it is first gathered for writing, and
+  // the sender's tag counter before them (unsent frames give their counters back).
+  bool tagged = false;
+  Tag header_tag{};
+  Tag payload_tag{};
+  uint64_t tag_counter = 0;
 
   size_t size() const { return sizeof(WireHeader) + header.length; }
   const char* source() const { return owned.empty() ? payload : owned.data(); }
@@ -94,7 +101,9 @@ class StreamHandler {
 
 class Stream {
  public:
-  Stream(net::Fd fd, int peer, int index, FutexSharedMutex* user_memory_guard);
+  // `keys`: this socket's PLAIT_TCP_INTEGRITY keys, or null when it is off.
+  Stream(net::Fd fd, int peer, int index, FutexSharedMutex* user_memory_guard,
+         const StreamKeys* keys = nullptr);
 
   int fd() const { return fd_.get(); }
   int peer() const { return peer_; }
@@ -140,6 +149,8 @@ class Stream {
   // Reads and throws away everything (during shutdown).
   ReadResult drain(int* error);
   void mark_goodbye() { goodbye_received_ = true; }
+  // Bytes read from the socket so far: the keep-alive check sees a peer that said nothing.
+  uint64_t received_bytes() const { return received_bytes_; }
   bool goodbye_received() const { return goodbye_received_; }
 
   // Bookkeeping of whoever reads the sockets (under the fabric's rx lock).
@@ -151,6 +162,16 @@ class Stream {
 
  private:
   int flush_locked(FinishedOps* finished);
+  // Bytes `f` takes on the wire: header, payload, and with integrity their tags.
+  size_t wire_size(const Frame& f) const {
+    const size_t tags = tx_mac_ ? kTagBytes + (f.header.length > 0 ? kTagBytes : 0) : 0;
+    return f.size() + tags;
+  }
+  void tag_locked(Frame& f);
+  // Frames tagged but not begun give their tag counters back (they are tagged again, in
+  // order, when they go out; one may yet be dropped).
+  void untag_unsent_locked();
+  [[noreturn]] void integrity_failure(const char* what) const;
   ReadResult read_into_buffer(size_t* consumed, int* error);
   void compact();
 
@@ -172,9 +193,13 @@ class Stream {
   // EAGAIN: one system call per message saved.
   bool rx_empty_ = false;
   bool in_payload_ = false;
+  bool in_trailer_ = false;  // the payload is in; its tag is next
   WireHeader rx_header_;
   Incoming incoming_;
   bool goodbye_received_ = false;
+  uint64_t received_bytes_ = 0;
+  std::unique_ptr<FrameMac> tx_mac_;  // under mu_
+  std::unique_ptr<FrameMac> rx_mac_;  // receiving side
 };
 
 }  // namespace plait::transport::tcp

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_fabric.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/log.h"
 #include "transport/tcp/tcp_provider.h"
@@ -58,6 +59,8 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
       eager_threshold_(cost_model_.eager_threshold),
       stripe_bytes_(std::max<size_t>(options.config.tcp_stripe_bytes, 4096)),
       streams_(options.config.tcp_streams),
+      keepalive_(options.config.keepalive),
+      peer_timeout_(effective_peer_timeout(options.config)),
       registry_(options.registry ? options.registry : std::make_shared<MemoryRegistry>()) {
   matcher_.set_limits({.bytes = options.config.max_unexpected_bytes,
                        .messages = options.config.max_unexpected_messages});
@@ -67,8 +70,12 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
     peers_[p] = std::make_unique<Peer>();
     for (int s = 0; s < streams_; ++s) {
       net::set_nonblocking(mesh.sockets[p][s].get());
-      peers_[p]->streams.push_back(
-          std::make_unique<Stream>(std::move(mesh.sockets[p][s]), p, s, &user_memory_guard_));
+      // The lower rank of a pair connected its sockets (connect.cc).
+      std::optional<StreamKeys> keys;
+      if (options.config.tcp_integrity)
+        keys = derive_stream_keys(options.job_token, mesh.nonces[p][s], /*connector=*/rank_ < p);
+      peers_[p]->streams.push_back(std::make_unique<Stream>(
+          std::move(mesh.sockets[p][s]), p, s, &user_memory_guard_, keys ? &*keys : nullptr));
     }
   }
   start_progress();
@@ -171,6 +178,7 @@ Incoming TcpFabric::on_header(Stream& s, const WireHeader& h) {
     case MessageType::kReadReq:
     case MessageType::kAtomic:
     case MessageType::kGoodbye:
+    case MessageType::kKeepAlive:
       if (h.length != 0) protocol_error(s, "payload on a control message");
       return {};
   }
@@ -190,6 +198,7 @@ void TcpFabric::on_payload(Stream& s, const WireHeader& h, Incoming& in) {
     case MessageType::kReadResp:
     case MessageType::kAtomicResp: on_reply_payload(h, in); break;
     case MessageType::kGoodbye: s.mark_goodbye(); break;
+    case MessageType::kKeepAlive: break;  // its bytes are the news (Stream::received_bytes)
   }
 }
 

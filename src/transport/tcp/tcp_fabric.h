@@ -6,6 +6,7 @@
 //   rma.cc          write / read / atomics, initiator and target sides
 //   progress.cc     the progress thread (epoll), peer failure, orderly shutdown
 //   inline_progress.cc  a waiting caller reads the sockets itself; the progress thread parks
+//   keepalive.cc    keep-alives: a silent peer is failed even with nothing pending
 //   connect.cc      connection setup; stream.cc the per-socket I/O; wire.h the format
 #pragma once
 
@@ -20,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/futex_mutex.h"
 #include "core/socket.h"
 #include "transport/completion_queue.h"
@@ -92,6 +94,9 @@ class TcpFabric final : public Fabric,
     // Striped writes with an immediate, by initiator op id: the immediate is delivered once
     // every piece is in.
     std::unordered_map<uint64_t, ImmWrite> imm_writes;
+    // The keep-alive check's view: bytes read from this peer so far, and when they last grew.
+    uint64_t heard_bytes = 0;
+    Clock::time_point heard_at = Clock::now();
   };
 
   // --- peers and frames (tcp_fabric.cc; the op lifecycle is OpLifecycle's) ---
@@ -148,13 +153,17 @@ class TcpFabric final : public Fabric,
   void fail_peer(int peer, const std::string& why, bool orderly);
   void wake_progress();
   void shutdown_streams();
+  // --- keep-alives (keepalive.cc), progress thread only ---
+  bool keepalive_on() const { return keepalive_.count() > 0; }
+  void keepalive_tick(Clock::time_point now);
   // --- parking (inline_progress.cc) ---
   // Whether the progress thread parks while callers poll (not under the block policy: its
   // callers never poll, they sleep until the progress thread reports).
   bool may_park() const { return config_.wait_policy != WaitPolicy::kBlock; }
-  // Sleeps off the sockets while callers poll them; returns on a hand-off, on stop, or when
-  // nobody polled for a whole check period (then true).
-  bool park();
+  // Sleeps off the sockets while callers poll them; returns on a hand-off or stop (kWoken),
+  // when nobody polled for a whole check period (kIdle), or at `until` (kTimer).
+  enum class ParkEnd { kWoken, kIdle, kTimer };
+  ParkEnd park(Clock::time_point until);
   void unpark();  // wakes a parked progress thread (futex), if it is parked
 
   const Config config_;
@@ -163,6 +172,10 @@ class TcpFabric final : public Fabric,
   size_t eager_threshold_;
   size_t stripe_bytes_;
   int streams_;
+  const std::chrono::milliseconds keepalive_;     // 0: off
+  const std::chrono::milliseconds peer_timeout_;  // effective_peer_timeout()
+  Clock::time_point next_keepalive_ = Clock::time_point::max();  // progress thread
+  Clock::time_point last_keepalive_ = Clock::now();
 
   std::shared_ptr<MemoryRegistry> registry_;
   Matcher matcher_;

@@ -36,6 +36,8 @@
 //   kAtomicResp id; arg0 = the old value, or kFlagDenied + reason text
 // Connection:
 //   kGoodbye  the sender is shutting down; nothing follows on this stream
+//   kKeepAlive  no payload, on stream 0: the sender is alive (sent when it has had nothing
+//             else to send for PLAIT_KEEPALIVE), so a silent peer is one that is gone
 #pragma once
 
 #include <bit>
@@ -59,6 +61,7 @@ enum class MessageType : uint8_t {
   kAtomic,
   kAtomicResp,
   kGoodbye,
+  kKeepAlive,
 };
 
 enum Flags : uint8_t {
@@ -92,10 +95,13 @@ struct Hello {
   uint16_t stream = 0;
   int32_t rank = -1;
   int32_t size = 0;
-  uint32_t streams = 0;
+  uint16_t streams = 0;
+  uint16_t flags = 0;        // kHelloIntegrity
   uint32_t name_length = 0;  // the fabric's name follows
   static constexpr uint32_t kHelloMagic = 0x46544c50;  // "PLTF"
-  static constexpr uint16_t kWireVersion = 1;
+  static constexpr uint16_t kWireVersion = 2;
+  // PLAIT_TCP_INTEGRITY=1: every frame carries tags (integrity.h); both sides must agree.
+  static constexpr uint16_t kHelloIntegrity = 1;
 };
 static_assert(sizeof(Hello) == 24, "hello layout changed");
 
