@@ -229,10 +229,7 @@ int Stream::flush_locked(FinishedOps* finished) {
     if (user_lock.owns_lock()) user_lock.unlock();
     if (n < 0) {
       if (err == EINTR) continue;
-      if (would_block(err)) {
-        untag_unsent_locked();
-        return 0;
-      }
+      if (would_block(err)) return 0;  // tagged frames keep their tags for the next turn
       sending_ = false;
       send_error_ = err;
       queue_.clear();

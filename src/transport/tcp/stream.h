@@ -168,8 +168,8 @@ class Stream {
     return f.size() + tags;
   }
   void tag_locked(Frame& f);
-  // Frames tagged but not begun give their tag counters back (they are tagged again, in
-  // order, when they go out; one may yet be dropped).
+  // Before an unsent tagged frame is dropped: it and the frames tagged after it give their
+  // tag counters back (they are tagged again, in order, when they go out).
   void untag_unsent_locked();
   [[noreturn]] void integrity_failure(const char* what) const;
   ReadResult read_into_buffer(size_t* consumed, int* error);
