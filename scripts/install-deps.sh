@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages plait builds and tests with, only those that are missing.
+# Installs the Debian packages plait builds and tests with, only those that are missing;
+# with arguments, those packages instead (scripts/fuzz.sh: clang).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config libssl-dev libgtest-dev libgmock-dev googletest
       iproute2 procps python3 python3-dev python3-numpy python3-pytest pybind11-dev
       python3-torch libtorch-dev python3-matplotlib dataset-fashion-mnist)
+[ $# -gt 0 ] && pkgs=("$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

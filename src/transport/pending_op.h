@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <unordered_set>
 #include <memory_resource>
 #include <mutex>
 #include <string>
@@ -54,6 +55,12 @@ struct Op : CompletionClaim {
   std::atomic<size_t> parts_left{0};
   // The first piece that failed; set before parts_left drops.
   std::shared_ptr<const Error> first_error;
+  // tcp rendezvous: the other side's op (a recv: the sender's; a send, once cleared to send:
+  // the receiver's); 0 before. The provider's progress only.
+  uint64_t remote_op = 0;
+  // tcp rendezvous recv: offsets of the stripes in, so that a stripe sent again after a
+  // stream broke counts once. The provider's progress only.
+  std::unique_ptr<std::unordered_set<uint64_t>> stripes_in;
 
   // In the OpTable. seq_cst with `finished`: of whoever completes the op and whoever adds it
   // to the table, one sees the other and erases it.

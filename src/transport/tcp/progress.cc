@@ -148,10 +148,12 @@ bool TcpFabric::serve(const epoll_event* events, int n) {
     for (auto& peer : peers_)
       if (peer)
         for (auto& s : peer->streams)
-          if (int err = s->send_error(); err != 0 && s->receiving)
-            fail_peer(s->peer(), "connection to rank " + std::to_string(s->peer()) +
-                                     " (stream " + std::to_string(s->index()) +
-                                     ") failed: " + os_error(err), false);
+          if (int err = s->send_error(); err != 0 && s->receiving) {
+            const std::string why = "connection to rank " + std::to_string(s->peer()) +
+                                    " (stream " + std::to_string(s->index()) +
+                                    ") failed: " + os_error(err);
+            if (!lose_stream(*s, why)) fail_peer(s->peer(), why, false);
+          }
   }
   service_ready();
   backlog_.store(!ready_.empty(), std::memory_order_seq_cst);
@@ -192,16 +194,16 @@ void TcpFabric::on_stream_closed(Stream& s, Stream::ReadResult result, int error
     close_stream(s);
     // Every stream carries its data before its goodbye: once all goodbyes are in, nothing
     // more can arrive from this peer.
-    if (++peers_[s.peer()]->goodbyes == streams_)
+    if (++peers_[s.peer()]->goodbyes == live_stream_count(s.peer()))
       fail_peer(s.peer(), "rank " + peer + " shut down its fabric", true);
     return;
   }
-  if (result == Stream::ReadResult::kClosed)
-    fail_peer(s.peer(), "rank " + peer + " closed the connection" + where +
-                            " without a goodbye (did it exit or crash?)", false);
-  else
-    fail_peer(s.peer(), "connection to rank " + peer + where + " failed: " + os_error(error),
-              false);
+  const std::string why =
+      result == Stream::ReadResult::kClosed
+          ? "rank " + peer + " closed the connection" + where +
+                " without a goodbye (did it exit or crash?)"
+          : "connection to rank " + peer + where + " failed: " + os_error(error);
+  if (!lose_stream(s, why)) fail_peer(s.peer(), why, false);
 }
 
 void TcpFabric::close_stream(Stream& s) {

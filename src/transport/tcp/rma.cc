@@ -52,7 +52,7 @@ void TcpFabric::write(int peer, const void* local, size_t len, const RemoteKey& 
     f.header.arg1 = remote_offset;
     f.payload = op->local + offset;
     f.op = op;
-    submit(peer, static_cast<int>(i % streams_), std::move(f));
+    submit(peer, live_stream(peer, i), std::move(f));
   }
 }
 
@@ -78,7 +78,7 @@ void TcpFabric::read(int peer, void* local, size_t len, const RemoteKey& rk,
     f.header.arg0 = offset;
     f.header.arg1 = std::min(stripe_bytes_, len - offset);
     f.op = op;
-    submit(peer, static_cast<int>(i % streams_), std::move(f));
+    submit(peer, live_stream(peer, i), std::move(f));
   }
 }
 

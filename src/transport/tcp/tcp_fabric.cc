@@ -117,6 +117,7 @@ std::string TcpFabric::peer_failure(int peer) const {
 
 void TcpFabric::cancel(CompletionQueue* cq) {
   std::vector<OpRef> ops = ops_of(cq);
+  std::vector<std::pair<int, uint64_t>> declined_acks;  // (sender, its op)
   {
     // With every stream's sending side held, no frame of these ops is being written while
     // they are marked finished; the one partly written frame per stream keeps a copy.
@@ -125,9 +126,20 @@ void TcpFabric::cancel(CompletionQueue* cq) {
       if (peer)
         for (auto& s : peer->streams) held.push_back(s->lock_sending());
     for (const OpRef& op : ops) fail(*op, aborted_error("cancelled", context_of(*op)));
+    // A rendezvous sender waits for our kDataAck: it will not come now.
+    for (const OpRef& op : ops)
+      if (op->type == OpType::kRecv && op->remote_op != 0)
+        declined_acks.push_back({op->peer.load(), op->remote_op});
     for (auto& peer : peers_)
       if (peer)
         for (auto& s : peer->streams) s->keep_started_frame_locked();
+  }
+  for (const auto& [sender, sender_op] : declined_acks) {
+    Frame ack;
+    ack.header.type = MessageType::kDataAck;
+    ack.header.flags = kFlagDeclined;
+    ack.header.id = sender_op;
+    submit(sender, 0, std::move(ack));
   }
   await_reports();
   matcher_.purge_finished();
@@ -179,6 +191,8 @@ Incoming TcpFabric::on_header(Stream& s, const WireHeader& h) {
     case MessageType::kAtomic:
     case MessageType::kGoodbye:
     case MessageType::kKeepAlive:
+    case MessageType::kDataAck:
+    case MessageType::kStreamLost:
       if (h.length != 0) protocol_error(s, "payload on a control message");
       return {};
   }
@@ -199,6 +213,8 @@ void TcpFabric::on_payload(Stream& s, const WireHeader& h, Incoming& in) {
     case MessageType::kAtomicResp: on_reply_payload(h, in); break;
     case MessageType::kGoodbye: s.mark_goodbye(); break;
     case MessageType::kKeepAlive: break;  // its bytes are the news (Stream::received_bytes)
+    case MessageType::kDataAck: on_data_ack(s, h); break;
+    case MessageType::kStreamLost: on_stream_lost(s, h); break;
   }
 }
 

@@ -94,6 +94,8 @@ class TcpFabric final : public Fabric,
     // Striped writes with an immediate, by initiator op id: the immediate is delivered once
     // every piece is in.
     std::unordered_map<uint64_t, ImmWrite> imm_writes;
+    // Streams (bit i: stream i) that broke while stream 0 lived: neither side uses them.
+    std::atomic<uint64_t> dead_streams{0};
     // The keep-alive check's view: bytes read from this peer so far, and when they last grew.
     uint64_t heard_bytes = 0;
     Clock::time_point heard_at = Clock::now();
@@ -111,6 +113,25 @@ class TcpFabric final : public Fabric,
   Incoming on_header(Stream& s, const WireHeader& h) override;
   void on_payload(Stream& s, const WireHeader& h, Incoming& in) override;
 
+  // The stream for the i-th piece of a striped transfer to `peer`: the live ones in turn.
+  int live_stream(int peer, size_t i) const;
+
+  // --- a broken stream among several (stream_loss.cc) ---
+  // Stream s (not 0) broke while stream 0 lives: it is closed and dropped from the striping,
+  // the peer is told, rendezvous sends to it send their stripes again over the others and
+  // one-sided operations with it fail. false when the peer as a whole must fail instead.
+  // With rx_mu_ held.
+  bool lose_stream(Stream& s, const std::string& why);
+  void send_stripes(const OpRef& send, int peer);
+  void on_data_ack(Stream& s, const WireHeader& h);
+  void on_stream_lost(Stream& s, const WireHeader& h);
+  int live_stream_count(int peer) const;
+
+ public:
+  // Tests: shuts one socket down, as a network fault would break it.
+  void break_stream_for_test(int peer, int index);
+
+ private:
   // --- two-sided (two_sided.cc) ---
   // An eager send written (or copied) inside the call, completed without an op; false when
   // it must take the op path (frames queued ahead of it, stream closed, peer failed).

@@ -127,6 +127,7 @@ void TcpFabric::accept_rendezvous(const OpRef& recv, int source, uint64_t sender
     f.header.flags = kFlagDeclined;  // the sender completes without sending the payload
   } else {
     f.header.arg0 = recv->id;
+    recv->remote_op = sender_op;  // named in its kDataAck
   }
   submit(source, 0, std::move(f));
 }
@@ -178,20 +179,10 @@ void TcpFabric::on_cts(Stream& s, const WireHeader& h) {
     succeed(*op);  // the receiver reported the truncation on its side
     return;
   }
-  const size_t n = pieces(op->length);
-  op->parts_left.store(n);
-  for (size_t i = 0; i < n; ++i) {
-    size_t offset = i * stripe_bytes_;
-    Frame f;
-    f.header.type = MessageType::kData;
-    f.header.id = h.arg0;
-    f.header.word = offset;
-    f.header.length = std::min(stripe_bytes_, op->length - offset);
-    f.payload = op->local + offset;
-    f.op = op;
-    f.counts_for_op = true;
-    submit(s.peer(), static_cast<int>(i % streams_), std::move(f));
-  }
+  // Complete on the receiver's kDataAck, not on the last write: until then the stripes can
+  // be sent again if a stream breaks (stream_loss.cc).
+  op->remote_op = h.arg0;
+  send_stripes(op, s.peer());
 }
 
 Incoming TcpFabric::on_data(Stream& s, const WireHeader& h) {
@@ -215,8 +206,18 @@ Incoming TcpFabric::on_data(Stream& s, const WireHeader& h) {
 void TcpFabric::on_data_payload(Incoming& in, const WireHeader& h) {
   if (!in.op) return;
   Op& op = *in.op;
+  // A stripe sent again after a stream broke rewrote the same bytes: it counts once.
+  if (!op.stripes_in) op.stripes_in = std::make_unique<std::unordered_set<uint64_t>>();
+  if (!op.stripes_in->insert(h.word).second) return;
   op.received += h.length;
-  if (op.received == op.message_length.load()) succeed(op);
+  if (op.received != op.message_length.load()) return;
+  const int sender = op.peer.load();
+  const uint64_t sender_op = op.remote_op;
+  succeed(op);
+  Frame ack;
+  ack.header.type = MessageType::kDataAck;
+  ack.header.id = sender_op;
+  submit(sender, 0, std::move(ack));
 }
 
 }  // namespace plait::transport::tcp

@@ -21,8 +21,11 @@
 //   kRts      no payload; arg0 = message length.                id = sender's op id
 //   kCts      receiver -> sender; id = sender's op id; arg0 = receiver's op id;
 //             kFlagDeclined: the receive was truncated or gone, send nothing
-//   kData     a stripe of a rendezvous message, on stream (i % streams);
+//   kData     a stripe of a rendezvous message, on the (i % live streams)-th live stream;
 //             id = receiver's op id, word = offset in the message, payload = the stripe
+//   kDataAck  receiver -> sender, stream 0: every stripe is in (the send completes on it,
+//             so that its stripes can be sent again while it lasts); id = sender's op id;
+//             kFlagDeclined: the receive was cancelled meanwhile
 // One-sided (request pieces are striped like kData; replies go back on the same stream):
 //   kWrite     payload lands at region offset `word`; id = initiator op id;
 //              arg0 = the whole write's length, arg1 = its first region offset (for the
@@ -36,6 +39,8 @@
 //   kAtomicResp id; arg0 = the old value, or kFlagDenied + reason text
 // Connection:
 //   kGoodbye  the sender is shutting down; nothing follows on this stream
+//   kStreamLost  stream 0: stream arg0 broke here; its sender sends its stripes again
+//             over the others, and neither side uses it any more
 //   kKeepAlive  no payload, on stream 0: the sender is alive (sent when it has had nothing
 //             else to send for PLAIT_KEEPALIVE), so a silent peer is one that is gone
 #pragma once
@@ -62,6 +67,8 @@ enum class MessageType : uint8_t {
   kAtomicResp,
   kGoodbye,
   kKeepAlive,
+  kDataAck,
+  kStreamLost,
 };
 
 enum Flags : uint8_t {
