@@ -1,6 +1,9 @@
 // What collective this rank is in, for the stall inspector: written by the engine at every
 // collective's start and end (a few relaxed stores, no clock), read by the inspector's thread
 // now and then. A sequence lock keeps a read from mixing two collectives' fields.
+//
+// The start time is the inspector's coarse clock (coarse_clock_ms, which its thread sets at
+// each wake-up, every 100 ms): a relaxed load instead of a clock read per collective.
 #pragma once
 
 #include <atomic>
@@ -10,6 +13,10 @@
 
 namespace plait::coll {
 
+// Milliseconds of the steady clock as the stall inspector's thread last saw them (0: no
+// inspector runs yet).
+inline std::atomic<int64_t> coarse_clock_ms{0};
+
 class CollectiveActivity {
  public:
   struct Snapshot {
@@ -17,6 +24,7 @@ class CollectiveActivity {
     Signature current;       // started: the last collective started
     bool in_collective = false;  // ... and it has not ended
     bool closed = false;     // the communicator aborted
+    int64_t started_ms = 0;  // coarse_clock_ms when `current` started (0: unknown)
   };
 
   void started(const Signature& sig) {
@@ -26,6 +34,7 @@ class CollectiveActivity {
     seq_.store(sig.seq + 1, std::memory_order_relaxed);
     shape_.store(shape_of(sig), std::memory_order_relaxed);
     count_.store(sig.count, std::memory_order_relaxed);
+    started_ms_.store(coarse_clock_ms.load(std::memory_order_relaxed), std::memory_order_relaxed);
     version_.store(v + 2, std::memory_order_release);
   }
   void finished(uint64_t seq) { finished_.store(seq + 1, std::memory_order_release); }
@@ -39,6 +48,7 @@ class CollectiveActivity {
       s.current.seq = seq_.load(std::memory_order_relaxed);
       const uint64_t shape = shape_.load(std::memory_order_relaxed);
       s.current.count = count_.load(std::memory_order_relaxed);
+      s.started_ms = started_ms_.load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (version_.load(std::memory_order_relaxed) != v) continue;
       s.current.op = static_cast<CollOp>(shape & 0xff);
@@ -66,6 +76,7 @@ class CollectiveActivity {
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint64_t> shape_{0};
   std::atomic<uint64_t> count_{0};
+  std::atomic<int64_t> started_ms_{0};
   std::atomic<uint64_t> finished_{0};
 };
 

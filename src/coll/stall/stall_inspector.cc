@@ -18,6 +18,11 @@ namespace {
 
 constexpr auto kWake = std::chrono::milliseconds(100);
 
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
 // One watched communicator; touched by the inspector's thread only, but for `closed`.
 struct Watched {
   StallWatch w;
@@ -65,7 +70,9 @@ class Inspector {
   void run() {
     std::unique_lock lock(mu_);
     while (!stop_) {
+      coarse_clock_ms.store(steady_ms(), std::memory_order_relaxed);
       cv_.wait_for(lock, kWake);
+      coarse_clock_ms.store(steady_ms(), std::memory_order_relaxed);
       std::erase_if(watched_, [](const auto& w) { return w->closed.load(); });
       std::vector<std::shared_ptr<Watched>> due;
       const auto now = Clock::now();
@@ -96,7 +103,10 @@ class Inspector {
     if (snap.in_collective) {
       if (snap.current.seq != w.seen_seq) {
         w.seen_seq = snap.current.seq;
+        // Since its start on the coarse clock, when it ran then; else since now.
         w.seen_since = now;
+        const int64_t ago_ms = snap.started_ms > 0 ? steady_ms() - snap.started_ms : 0;
+        if (ago_ms > 0) w.seen_since -= std::chrono::milliseconds(ago_ms);
       }
       waited = std::chrono::duration<double>(now - w.seen_since).count();
     } else {
