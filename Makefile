@@ -4,7 +4,7 @@ BUILD ?= build
 PRESET ?= release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-asan clean
+.PHONY: all deps build run test test-asan fuzz clean
 
 all: build
 
@@ -31,5 +31,12 @@ test-asan: deps
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS) --timeout 1800
 
+# libFuzzer over every parser of network or disk bytes (clang 16, installed if missing), each
+# target FUZZ_SECONDS; new inputs are merged into fuzz/corpus, which `make test` replays
+# (docs/fuzzing.md).
+FUZZ_SECONDS ?= 600
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash scripts/fuzz.sh
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

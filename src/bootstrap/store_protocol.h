@@ -178,4 +178,81 @@ inline Writer& write_strings(Writer& w, const std::vector<std::string>& items) {
   return w;
 }
 
+// A request as the server reads it; each op fills the fields of its row in the table above.
+struct Request {
+  Op op = Op::kSet;
+  std::string key;                // SET, GET, ADD, CHECK
+  Bytes value;                    // SET
+  uint64_t timeout_ms = 0;        // GET, WAIT
+  int64_t delta = 0;              // ADD
+  std::vector<std::string> keys;  // WAIT
+};
+
+// Decodes one request frame's body. Pure (no I/O), so the server and the fuzz target
+// (fuzz/store_request_fuzz.cc) run the same code on a peer's bytes; throws kInvalidUsage
+// "malformed store message: ..." for anything that is not exactly one request.
+inline Request decode_request(const uint8_t* data, size_t len) {
+  Reader r(data, len);
+  Request q;
+  q.op = static_cast<Op>(r.u8());
+  switch (q.op) {
+    case Op::kSet:
+      q.key = r.str();
+      q.value = r.bytes();
+      break;
+    case Op::kGet:
+      q.timeout_ms = r.u64();
+      q.key = r.str();
+      break;
+    case Op::kAdd:
+      q.key = r.str();
+      q.delta = r.i64();
+      break;
+    case Op::kWait:
+      q.timeout_ms = r.u64();
+      q.keys = r.strings();
+      break;
+    case Op::kCheck:
+      q.key = r.str();
+      break;
+    default:
+      throw invalid_usage("malformed store message: unknown op " + std::to_string(int(q.op)));
+  }
+  r.expect_end();
+  return q;
+}
+
+// A reply as the client reads it, for the request op it answers.
+struct Reply {
+  Status status = Status::kOk;
+  Bytes value;                            // OK to GET
+  int64_t number = 0;                     // OK to ADD: the new value
+  bool exists = false;                    // OK to CHECK
+  std::vector<std::string> missing_keys;  // TIMEOUT
+  std::string error;                      // ERROR: why the server refused
+};
+
+// Decodes the body of the reply to a request of `op`; pure, like decode_request(). Throws
+// kInvalidUsage "malformed store message: ..." for a body that is no such reply.
+inline Reply decode_reply(Op op, const uint8_t* data, size_t len) {
+  Reader r(data, len);
+  Reply a;
+  a.status = static_cast<Status>(r.u8());
+  switch (a.status) {
+    case Status::kOk:
+      if (op == Op::kGet) a.value = r.bytes();
+      if (op == Op::kAdd) a.number = r.i64();
+      if (op == Op::kCheck) a.exists = r.u8() != 0;
+      r.expect_end();
+      return a;
+    case Status::kTimeout:
+      a.missing_keys = r.strings();
+      return a;
+    case Status::kError:
+      a.error = r.str();
+      return a;
+  }
+  throw invalid_usage("malformed store message: status " + std::to_string(int(a.status)));
+}
+
 }  // namespace plait::store_wire

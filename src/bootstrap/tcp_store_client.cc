@@ -8,7 +8,6 @@
 // client refuses further requests instead of reading someone else's reply.
 #include <algorithm>
 #include <mutex>
-#include <type_traits>
 
 #include "bootstrap/store_protocol.h"
 #include "core/auth.h"
@@ -63,22 +62,20 @@ class TcpStoreClient : public Store {
   void set(const std::string& key, const Bytes& value) override {
     Writer w;
     w.u8(uint8_t(Op::kSet)).str(key).bytes(value);
-    request(Op::kSet, std::move(w), io_timeout_, {key}, {}, [](Reader&) { return 0; });
+    request(Op::kSet, std::move(w), io_timeout_, {key}, {});
   }
 
   Bytes get(const std::string& key, milliseconds timeout) override {
     timeout = bounded(timeout);
     Writer w;
     w.u8(uint8_t(Op::kGet)).u64(uint64_t(timeout.count())).str(key);
-    return request(Op::kGet, std::move(w), timeout + kReplyMargin, {key}, timeout,
-                   [](Reader& r) { return r.bytes(); });
+    return request(Op::kGet, std::move(w), timeout + kReplyMargin, {key}, timeout).value;
   }
 
   int64_t add(const std::string& key, int64_t delta) override {
     Writer w;
     w.u8(uint8_t(Op::kAdd)).str(key).i64(delta);
-    return request(Op::kAdd, std::move(w), io_timeout_, {key}, {},
-                   [](Reader& r) { return r.i64(); });
+    return request(Op::kAdd, std::move(w), io_timeout_, {key}, {}).number;
   }
 
   void wait(const std::vector<std::string>& keys, milliseconds timeout) override {
@@ -86,15 +83,13 @@ class TcpStoreClient : public Store {
     Writer w;
     w.u8(uint8_t(Op::kWait)).u64(uint64_t(timeout.count()));
     write_strings(w, keys);
-    request(Op::kWait, std::move(w), timeout + kReplyMargin, keys, timeout,
-            [](Reader&) { return 0; });
+    request(Op::kWait, std::move(w), timeout + kReplyMargin, keys, timeout);
   }
 
   bool check(const std::string& key) override {
     Writer w;
     w.u8(uint8_t(Op::kCheck)).str(key);
-    return request(Op::kCheck, std::move(w), io_timeout_, {key}, {},
-                   [](Reader& r) { return r.u8() != 0; });
+    return request(Op::kCheck, std::move(w), io_timeout_, {key}, {}).exists;
   }
 
  private:
@@ -103,12 +98,10 @@ class TcpStoreClient : public Store {
     return std::clamp<milliseconds>(timeout, milliseconds(0), kMaxWait);
   }
 
-  // Sends one request and parses its OK reply with `parse`. TIMEOUT and ERROR replies and
-  // transport failures become plait::Error naming the keys and this store.
-  template <typename Parse>
-  std::invoke_result_t<Parse&, Reader&> request(Op op, Writer&& w, milliseconds socket_timeout,
-                                                const std::vector<std::string>& keys,
-                                                milliseconds wait_timeout, Parse&& parse) {
+  // Sends one request and returns its OK reply (store_wire::decode_reply). TIMEOUT and ERROR
+  // replies and transport failures become plait::Error naming the keys and this store.
+  Reply request(Op op, Writer&& w, milliseconds socket_timeout,
+                const std::vector<std::string>& keys, milliseconds wait_timeout) {
     Bytes frame = w.finish();
     const ErrorContext ctx{.op = op_name(op)};
     std::lock_guard lock(mu_);
@@ -116,35 +109,22 @@ class TcpStoreClient : public Store {
       throw remote_error(
           "store at " + address_ + " is unusable after an earlier failure (" + broken_ + ")", ctx);
     }
-    Status status;
-    std::vector<std::string> absent;
-    std::string refusal;
+    Reply reply;
     try {
       Bytes body = exchange(frame, socket_timeout);
-      Reader r(body.data(), body.size());
-      status = static_cast<Status>(r.u8());
-      if (status == Status::kOk) {
-        auto result = parse(r);
-        r.expect_end();
-        return result;
-      }
-      if (status == Status::kTimeout) {
-        absent = r.strings();
-      } else if (status == Status::kError) {
-        refusal = r.str();
-      } else {
-        throw invalid_usage("malformed store message: status " + std::to_string(int(status)));
-      }
+      reply = decode_reply(op, body.data(), body.size());
     } catch (const Error& e) {
       throw transport_failure(e, ctx, keys);
     }
-    if (status == Status::kTimeout) {
+    if (reply.status == Status::kOk) return reply;
+    if (reply.status == Status::kTimeout) {
+      const std::vector<std::string>& absent = reply.missing_keys;
       throw timeout_error("Timed out after " + std::to_string(wait_timeout.count()) +
                               " ms waiting for " + (absent.size() == 1 ? "key " : "keys ") +
                               quoted_keys(absent) + " in the store at " + address_,
                           ctx);
     }
-    throw invalid_usage("store at " + address_ + " refused the request: " + refusal, ctx);
+    throw invalid_usage("store at " + address_ + " refused the request: " + reply.error, ctx);
   }
 
   // One frame out, one frame back; returns the reply's body.

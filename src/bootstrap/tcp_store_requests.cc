@@ -17,29 +17,19 @@ constexpr auto kMaxRequestWait = std::chrono::hours(24 * 365);
 
 }  // namespace
 
-void TcpStoreServer::Impl::execute(Conn& c, Reader& r) {
-  auto op = static_cast<Op>(r.u8());
-  switch (op) {
+void TcpStoreServer::Impl::execute(Conn& c, Request q) {
+  switch (q.op) {
     case Op::kSet: {
-      std::string key = r.str();
-      Bytes value = r.bytes();
-      r.expect_end();
-      data[key] = std::move(value);
+      data[q.key] = std::move(q.value);
       reply_status(c, Status::kOk);
-      key_changed(key);
+      key_changed(q.key);
       return;
     }
-    case Op::kGet: {
-      uint64_t timeout_ms = r.u64();
-      std::string key = r.str();
-      r.expect_end();
-      answer_or_park(c, op, {std::move(key)}, timeout_ms);
+    case Op::kGet:
+      answer_or_park(c, q.op, {std::move(q.key)}, q.timeout_ms);
       return;
-    }
     case Op::kAdd: {
-      std::string key = r.str();
-      int64_t delta = r.i64();
-      r.expect_end();
+      const std::string& key = q.key;
       int64_t value = 0;
       if (auto it = data.find(key); it != data.end()) {
         std::optional<int64_t> old = parse_decimal(it->second);
@@ -49,9 +39,10 @@ void TcpStoreServer::Impl::execute(Conn& c, Reader& r) {
         }
         value = *old;
       }
-      if (__builtin_add_overflow(value, delta, &value)) {
+      if (__builtin_add_overflow(value, q.delta, &value)) {
         return reply_status(c, Status::kError, {},
-                            "adding " + std::to_string(delta) + " to key '" + key + "' overflows");
+                            "adding " + std::to_string(q.delta) + " to key '" + key +
+                                "' overflows");
       }
       std::string text = std::to_string(value);
       data[key] = Bytes(text.begin(), text.end());
@@ -59,21 +50,13 @@ void TcpStoreServer::Impl::execute(Conn& c, Reader& r) {
       key_changed(key);
       return;
     }
-    case Op::kWait: {
-      uint64_t timeout_ms = r.u64();
-      std::vector<std::string> keys = r.strings();
-      r.expect_end();
-      answer_or_park(c, op, std::move(keys), timeout_ms);
+    case Op::kWait:
+      answer_or_park(c, q.op, std::move(q.keys), q.timeout_ms);
       return;
-    }
-    case Op::kCheck: {
-      std::string key = r.str();
-      r.expect_end();
-      reply(c, Writer().u8(uint8_t(Status::kOk)).u8(data.count(key) ? 1 : 0).finish());
+    case Op::kCheck:
+      reply(c, Writer().u8(uint8_t(Status::kOk)).u8(data.count(q.key) ? 1 : 0).finish());
       return;
-    }
   }
-  throw invalid_usage("malformed store message: unknown op " + std::to_string(int(op)));
 }
 
 // OK without a payload, TIMEOUT with the missing keys, or ERROR with a message.

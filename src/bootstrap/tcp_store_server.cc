@@ -233,10 +233,10 @@ void TcpStoreServer::Impl::serve(Conn& c) {
       break;
     }
     if (c.in.size() - off - kFrameHeaderBytes < len) break;
-    Reader r(c.in.data() + off + kFrameHeaderBytes, len);
+    const uint8_t* body = c.in.data() + off + kFrameHeaderBytes;
     off += kFrameHeaderBytes + len;
     try {
-      execute(c, r);
+      execute(c, decode_request(body, len));
     } catch (const Error& e) {
       drop(c, LogLevel::kWarn, e.message());
     }

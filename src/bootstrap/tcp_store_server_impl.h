@@ -76,7 +76,8 @@ struct TcpStoreServer::Impl {
   void set_events(Conn& c, bool want_write);
 
   // The loop thread only (tcp_store_requests.cc).
-  void execute(Conn& c, store_wire::Reader& r);
+  // A request decoded by serve() (store_wire::decode_request).
+  void execute(Conn& c, store_wire::Request q);
   void reply_status(Conn& c, Status status, const std::vector<std::string>& missing_keys = {},
                     const std::string& error = {});
   void answer_or_park(Conn& c, Op op, std::vector<std::string> keys, uint64_t timeout_ms);

@@ -14,7 +14,13 @@
 namespace plait::compress::kernels {
 namespace {
 
+// clang cannot multiversion a template (the fuzz build, docs/fuzzing.md): there the kernels
+// are built once, for the baseline.
+#if defined(__clang__)
+#define PLAIT_COMPRESS_CLONES
+#else
 #define PLAIT_COMPRESS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 // A uniform draw in [0, 1) per (noise, index): a counter-based hash, so that the loop has no
 // state carried from one value to the next and the compiler vectorises it.

@@ -134,6 +134,12 @@ std::vector<std::byte> read_file(const std::string& path) {
                             std::to_string(kVersion));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw system_error("checkpoint: stat of " + path, errno, {.op = "checkpoint read"});
+  // Checked before the subtraction, which would wrap: a FIFO or device has no size (0), a file
+  // truncated since its header was read a smaller one, and a header naming the wrapped value
+  // would have it allocated.
+  if (static_cast<uint64_t>(st.st_size) < sizeof h)
+    throw corrupt(path, "has no size to check its header against (not a regular file, or "
+                        "truncated while being read)");
   const uint64_t have = static_cast<uint64_t>(st.st_size) - sizeof h;
   if (have != h.bytes)
     throw corrupt(path, "holds " + std::to_string(have) + " payload bytes, its header says " + std::to_string(h.bytes) +

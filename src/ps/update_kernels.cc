@@ -10,7 +10,13 @@
 namespace plait::ps {
 namespace {
 
+// clang cannot multiversion a template (the fuzz build, docs/fuzzing.md): there the kernels
+// are built once, for the baseline.
+#if defined(__clang__)
+#define PLAIT_PS_CLONES
+#else
 #define PLAIT_PS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 template <typename T>
 PLAIT_PS_CLONES void sgd(T* __restrict w, const T* __restrict g, size_t n, T lr, T wd) {

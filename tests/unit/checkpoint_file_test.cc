@@ -3,6 +3,7 @@
 // killed in the middle leaves the previous checkpoint readable.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plait/checkpoint.h"
@@ -51,6 +53,17 @@ void expect_fault(const std::string& file, const std::string& words) {
   std::string why;
   EXPECT_FALSE(verify_file(file, &why));
   EXPECT_NE(why.find(words), std::string::npos) << why;
+}
+
+// expect_fault() without verify_file(): for a file that can be read once.
+void expect_fault_once(const std::string& file, const std::string& words) {
+  try {
+    (void)read_file(file);
+    ADD_FAILURE() << file << " was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kSystem);
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(CheckpointFile, PayloadComesBackWholeAndAnOverwriteReplacesIt) {
@@ -135,6 +148,29 @@ TEST_F(CheckpointFile, AWriterKilledMidWriteLeavesTheLastWholeCheckpoint) {
   for (const auto& e : fs::directory_iterator(dir_))
     partial += e.path().filename().string().find(".tmp-") != std::string::npos ? 1 : 0;
   EXPECT_GE(partial, 1u);
+}
+
+// Found by fuzz/checkpoint_file_fuzz.cc: a FIFO has no size (fstat says 0), and the payload
+// size "file size - header" wrapped to 2^64 - 56; a header claiming exactly that had the
+// reader allocate it, and std::length_error escaped instead of a plait::Error.
+TEST_F(CheckpointFile, AFifoWhoseHeaderClaimsTheWrappedSizeIsANamedError) {
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string header("PLAITCKP", 8);
+  const uint32_t version = 1, reserved = 0;
+  const uint64_t bytes = ~uint64_t{0} - 55;  // 0 - 56, as the reader computed it
+  header.append(reinterpret_cast<const char*>(&version), 4);
+  header.append(reinterpret_cast<const char*>(&reserved), 4);
+  header.append(reinterpret_cast<const char*>(&bytes), 8);
+  header.append(32, '\0');
+  std::thread writer([&] {
+    std::ofstream(fifo, std::ios::binary) << header;  // opening waits for the reader
+  });
+  struct Join {
+    std::thread& t;
+    ~Join() { t.join(); }
+  } join{writer};
+  expect_fault_once(fifo, "has no size to check its header against");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "plait/error.h"
 #include "transport/shm/cma.h"
+#include "transport/shm/peer_header.h"
 
 namespace plait::transport::shm {
 namespace {
@@ -82,65 +83,16 @@ void init_header(const Segment& own, const FabricOptions& o, const Geometry& g,
   h.magic.store(kSegmentMagic, std::memory_order_release);
 }
 
-// The most a peer's geometry may claim before it is checked against the mapping (bounds that
-// keep make_geometry's arithmetic far from overflow).
-constexpr uint64_t kMaxRingCapacity = uint64_t{1} << 30;
-constexpr uint64_t kMaxTableSlots = uint64_t{1} << 20;
-
-// Checks that a peer's segment is one of this job's, set up for us. Every header field is
-// read once into private memory and checked there: the peer can change the header at any
-// time, so nothing is read from it twice. Fills the link's geometry and our index.
+// Checks that a peer's segment is one of this job's, set up for us (peer_header.h). Fills the
+// link's geometry and our index.
 void verify_peer(PeerLink& p, const FabricOptions& o, int peer) {
   const Segment& seg = p.segment;
   const std::string who = "rank " + std::to_string(peer) + "'s shm segment " + seg.name();
-  const SegmentHeader& h = *reinterpret_cast<const SegmentHeader*>(seg.base());
-  if (h.magic.load(std::memory_order_acquire) != kSegmentMagic ||
-      __atomic_load_n(&h.version, __ATOMIC_RELAXED) != kLayoutVersion)
-    throw invalid_usage(who + " is not a plait shm segment of this version");
-  std::array<uint8_t, kTagBytes> their_tag;
-  std::memcpy(their_tag.data(), h.tag, kTagBytes);
-  if (their_tag != segment_tag(o.job_token, o.name, peer, seg.name()))
-    throw invalid_usage("job token mismatch: " + who +
-                        " was created with another job token (or for another fabric)");
-  auto once = [](const auto& field) { return __atomic_load_n(&field, __ATOMIC_RELAXED); };
-  const int32_t rank = once(h.rank), size = once(h.size);
-  if (rank != peer || size != o.size)
-    throw invalid_usage(who + " is rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                        ", expected rank " + std::to_string(peer) + " of " +
-                        std::to_string(o.size));
-  Geometry claimed;
-  claimed.peer_count = once(h.peer_count);
-  claimed.ring_capacity = once(h.ring_capacity);
-  claimed.table_slots = once(h.table_slots);
-  claimed.total_bytes = once(h.total_bytes);
-  claimed.peers_offset = once(h.peers_offset);
-  claimed.cma_offset = once(h.cma_offset);
-  claimed.rings_offset = once(h.rings_offset);
-  claimed.ring_stride = once(h.ring_stride);
-  claimed.table_offset = once(h.table_offset);
-  claimed.slot_stride = once(h.slot_stride);
-  const bool sane = claimed.peer_count < static_cast<uint32_t>(o.size) &&
-                    claimed.ring_capacity >= 4096 && claimed.ring_capacity <= kMaxRingCapacity &&
-                    (claimed.ring_capacity & (claimed.ring_capacity - 1)) == 0 &&
-                    claimed.table_slots <= kMaxTableSlots;
-  const Geometry g = sane ? make_geometry(claimed.peer_count, claimed.ring_capacity,
-                                          claimed.table_slots)
-                          : Geometry{};
-  if (!sane || claimed.total_bytes != g.total_bytes || g.total_bytes > seg.bytes() ||
-      claimed.peers_offset != g.peers_offset || claimed.cma_offset != g.cma_offset ||
-      claimed.rings_offset != g.rings_offset || claimed.ring_stride != g.ring_stride ||
-      claimed.table_offset != g.table_offset || claimed.slot_stride != g.slot_stride)
-    throw remote_error(who + " has an inconsistent layout");
-  p.geometry = g;
-  const SegmentView view = p.view();
-  for (uint32_t i = 0; i < g.peer_count; ++i) {
-    if (__atomic_load_n(&view.peer_ranks()[i], __ATOMIC_RELAXED) == o.rank) {
-      p.my_index = i;
-      return;
-    }
-  }
-  throw invalid_usage(who + " does not list rank " + std::to_string(o.rank) +
-                      " as a shm peer: the ranks disagree on who shares this host");
+  const CheckedPeer c = check_peer_segment(seg.base(), seg.bytes(),
+                                           segment_tag(o.job_token, o.name, peer, seg.name()),
+                                           peer, o.size, o.rank, who);
+  p.geometry = c.geometry;
+  p.my_index = c.my_index;
 }
 
 // Whether the peer serves exactly our group: its peers plus itself are our peers plus us.
