@@ -77,7 +77,8 @@ for t in "${targets[@]}"; do
   crashes[$t]=$(( $(find "$artifacts" -type f | wc -l) - before ))
   if [ $rc -ne 0 ] || [ "${crashes[$t]}" -gt 0 ]; then
     failed=1
-    echo "  CRASH (exit $rc): $(find "$artifacts" -type f -newer "$log.start" | head -3 | tr '\n' ' ')"
+    saved=$(find "$artifacts" -type f -newer "$log.start" | head -3 | tr '\n' ' ')
+    echo "  CRASH (exit $rc): $saved"
     grep -m3 -E 'ERROR: |fuzz invariant failed|runtime error' "$log" | sed 's/^/  /'
   fi
   echo "  ${secs[$t]} s, ${execs[$t]} executions"
@@ -87,6 +88,7 @@ done
 echo
 printf '%-16s %8s %12s %9s %8s\n' target seconds executions exec/s crashes
 for t in "${targets[@]}"; do
-  printf '%-16s %8s %12s %9s %8s\n' "$t" "${secs[$t]}" "${execs[$t]}" "${rates[$t]}" "${crashes[$t]}"
+  printf '%-16s %8s %12s %9s %8s\n' "$t" "${secs[$t]}" "${execs[$t]}" "${rates[$t]}" \
+    "${crashes[$t]}"
 done
 exit $failed
