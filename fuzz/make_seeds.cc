@@ -232,19 +232,7 @@ void shm_seeds() {
   SegmentView view(seg.data(), g);
   SegmentHeader& h = view.header();
   h.magic = kSegmentMagic;
-  h.version = kLayoutVersion;
-  h.rank = 1;
-  h.size = 4;
-  h.peer_count = g.peer_count;
-  h.total_bytes = g.total_bytes;
-  h.ring_capacity = g.ring_capacity;
-  h.peers_offset = g.peers_offset;
-  h.cma_offset = g.cma_offset;
-  h.rings_offset = g.rings_offset;
-  h.ring_stride = g.ring_stride;
-  h.table_offset = g.table_offset;
-  h.table_slots = g.table_slots;
-  h.slot_stride = g.slot_stride;
+  write_layout(h, 1, 4, g);
   view.peer_ranks()[0] = 2;
   view.peer_ranks()[1] = 0;
   Blob seed{1};  // the harness writes the tag

@@ -37,6 +37,10 @@ inline constexpr std::string_view kAuthLabel = "store";
 // Rendezvous data is small; this bound stops a corrupt length from allocating gigabytes.
 inline constexpr uint32_t kMaxFrameBytes = 256u << 20;
 inline constexpr size_t kFrameHeaderBytes = 4;
+// Keys in one WAIT (or in one TIMEOUT's list). Each costs the reader a std::string (32 bytes
+// here) for 4 bytes of frame, so without it a frame near kMaxFrameBytes would make the server
+// allocate 2 GiB; with it, 32 MiB at most. A job waits on a key per rank at most.
+inline constexpr uint32_t kMaxKeys = 1u << 20;
 
 enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
@@ -142,6 +146,10 @@ class Reader {
   }
   std::vector<std::string> strings() {
     uint32_t n = u32();
+    if (n > kMaxKeys) {
+      throw invalid_usage("malformed store message: " + std::to_string(n) +
+                          " keys, over the limit of " + std::to_string(kMaxKeys));
+    }
     // Each string takes at least its 4-byte length, so n is bounded by what is left.
     need(size_t(n) * 4);
     std::vector<std::string> out;
@@ -173,6 +181,10 @@ inline std::optional<int64_t> parse_decimal(const Bytes& value) {
 }
 
 inline Writer& write_strings(Writer& w, const std::vector<std::string>& items) {
+  if (items.size() > kMaxKeys) {
+    throw invalid_usage("store wait on " + std::to_string(items.size()) +
+                        " keys is over the limit of " + std::to_string(kMaxKeys));
+  }
   w.u32(static_cast<uint32_t>(items.size()));
   for (const auto& s : items) w.str(s);
   return w;

@@ -150,6 +150,39 @@ TEST(TcpStoreServer, AnOversizedFrameLengthIsRefusedNamingIt) {
   EXPECT_EQ(client->get_string("k", 1s), "v");
 }
 
+// Empty keys cost 4 bytes of frame each but a whole std::string to the reader: a WAIT of
+// 60 million of them (240 MiB, under the frame limit) made the server allocate 2 GiB before
+// the key count was bounded. Two million are enough to cross the bound.
+TEST(TcpStoreServer, AWaitOnTooManyKeysIsRefusedBeforeTheyAreAllocated) {
+  std::vector<uint8_t> body{uint8_t(store_wire::Op::kWait), 0, 0, 0, 0, 0, 0, 0, 1};
+  const uint32_t n = 2'000'000;
+  for (int shift = 24; shift >= 0; shift -= 8) body.push_back(uint8_t(n >> shift));
+  body.resize(body.size() + size_t(n) * 4, 0);
+  try {
+    store_wire::decode_request(body.data(), body.size());
+    ADD_FAILURE() << "a WAIT on " << n << " keys was decoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("2000000 keys, over the limit of 1048576"),
+              std::string::npos)
+        << e.what();
+  }
+  // A client refuses to send one, naming the count.
+  TcpStoreServer server("127.0.0.1", 0, "token");
+  auto client = connect_tcp_store("127.0.0.1", server.port(), "token", 5s);
+  std::vector<std::string> keys(store_wire::kMaxKeys + 1, "k");
+  try {
+    client->wait(keys, 1s);
+    ADD_FAILURE() << "a wait on " << keys.size() << " keys was sent";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("store wait on 1048577 keys is over the limit"),
+              std::string::npos)
+        << e.what();
+  }
+  client->set("k", "v");  // the connection is still in step
+  EXPECT_EQ(client->get_string("k", 1s), "v");
+}
+
 TEST(TcpStoreServer, AClientRefusesAnOversizedReplyLengthNamingIt) {
   // A server that authenticates its client, reads one request and answers with a length
   // over the limit.

@@ -104,6 +104,24 @@ inline Geometry make_geometry(uint32_t peers, uint64_t ring_capacity, uint64_t t
   return g;
 }
 
+// Writes a segment's identity and layout into its header (all but pid, probe, tag, magic):
+// the fields check_peer_segment() compares against the geometry it recomputes.
+inline void write_layout(SegmentHeader& h, int32_t rank, int32_t size, const Geometry& g) {
+  h.version = kLayoutVersion;
+  h.rank = rank;
+  h.size = size;
+  h.peer_count = g.peer_count;
+  h.total_bytes = g.total_bytes;
+  h.ring_capacity = g.ring_capacity;
+  h.peers_offset = g.peers_offset;
+  h.cma_offset = g.cma_offset;
+  h.rings_offset = g.rings_offset;
+  h.ring_stride = g.ring_stride;
+  h.table_offset = g.table_offset;
+  h.table_slots = g.table_slots;
+  h.slot_stride = g.slot_stride;
+}
+
 // Typed access to a mapped segment, ours or a peer's. Every offset and size comes from a
 // Geometry in private memory (ours as planned; a peer's as verified once at setup), never from
 // the header: a peer can rewrite the header at any time, and a size or offset read from it

@@ -62,19 +62,7 @@ void init_header(const Segment& own, const FabricOptions& o, const Geometry& g,
   SegmentHeader& h = v.header();
   // The pid first: it is what tells a stale segment (dead creator) from one being set up.
   __atomic_store_n(&h.pid, static_cast<int32_t>(::getpid()), __ATOMIC_RELEASE);
-  h.version = kLayoutVersion;
-  h.rank = o.rank;
-  h.size = o.size;
-  h.peer_count = g.peer_count;
-  h.total_bytes = g.total_bytes;
-  h.ring_capacity = g.ring_capacity;
-  h.peers_offset = g.peers_offset;
-  h.cma_offset = g.cma_offset;
-  h.rings_offset = g.rings_offset;
-  h.ring_stride = g.ring_stride;
-  h.table_offset = g.table_offset;
-  h.table_slots = g.table_slots;
-  h.slot_stride = g.slot_stride;
+  write_layout(h, o.rank, o.size, g);
   h.probe_addr = reinterpret_cast<uintptr_t>(probe_word);
   h.probe_value = *probe_word;
   auto tag = segment_tag(o.job_token, o.name, o.rank, own.name());
