@@ -134,7 +134,16 @@ TEST_F(CheckpointFile, AWriterKilledMidWriteLeavesTheLastWholeCheckpoint) {
     char go = 0;
     ASSERT_EQ(::read(ready[0], &go, 1), 1);
     ::close(ready[0]);
-    ::usleep(static_cast<useconds_t>(150000 + 70000 * round));
+    // The kill lands inside a write: once a temporary file is there (not after a fixed
+    // delay, which a loaded machine can spend before the child writes at all).
+    const std::string child_tmp = ".tmp-" + std::to_string(child);
+    auto writing = [&] {
+      for (const auto& e : fs::directory_iterator(dir_))
+        if (e.path().filename().string().find(child_tmp) != std::string::npos) return true;
+      return false;
+    };
+    for (int i = 0; i < 30000 && !writing(); ++i) ::usleep(1000);
+    ::usleep(static_cast<useconds_t>(5000 * round));
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
