@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config libssl-dev libgtest-dev libgmock-dev googletest
       iproute2 procps python3 python3-dev python3-numpy python3-pytest pybind11-dev
-      python3-torch libtorch-dev python3-matplotlib dataset-fashion-mnist)
+      python3-torch libtorch-dev python3-matplotlib dataset-fashion-mnist libucx-dev ucx-utils)
 [ $# -gt 0 ] && pkgs=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -34,7 +34,7 @@ struct SettingRow {
 // The accepted words of each enum setting: parsing, the type column and the error messages
 // all read these lists.
 using Choices = std::span<const std::string_view>;
-constexpr std::string_view kTransports[] = {"auto", "tcp", "shm"};
+constexpr std::string_view kTransports[] = {"auto", "tcp", "shm", "ucx", "shm+ucx"};
 constexpr std::string_view kCmaModes[] = {"auto", "on", "off"};
 constexpr std::string_view kShmCollModes[] = {"auto", "off"};
 constexpr std::string_view kLogLevels[] = {"error", "warn", "info", "debug"};
@@ -245,7 +245,9 @@ std::vector<SettingRow> make_rows() {
        },
        [](const Config& c, const std::string&) { return std::string(c.tcp_integrity ? "1" : "0"); }},
       {{"PLAIT_TRANSPORT", enum_type(kTransports), "auto",
-        "Transport between ranks; auto: shm to peers on this host, tcp to the others"},
+        "Transport between ranks; auto: shm to peers on this host, to the others ucx where "
+        "both hosts have an RDMA NIC, else tcp; ucx: UCX to every peer; shm+ucx: shm on this "
+        "host, ucx to the others"},
        [](Config& c, const std::string& n, const std::string& v) {
          c.transport = kTransports[parse_choice(n, v, kTransports)];
        },
@@ -309,6 +311,10 @@ std::vector<SettingRow> make_rows() {
         "Interface name or local address the TCP provider binds to; empty = automatic"},
        [](Config& c, const std::string&, const std::string& v) { c.tcp_interface = trim(v); },
        [](const Config& c, const std::string&) { return c.tcp_interface; }},
+      {{"PLAIT_UCX_TLS", "string", "",
+        "Transports the ucx provider may use (UCX_TLS syntax: rc,sm / tcp / ^ud); empty = UCX_TLS or all"},
+       [](Config& c, const std::string&, const std::string& v) { c.ucx_tls = trim(v); },
+       [](const Config& c, const std::string&) { return c.ucx_tls; }},
       {{"PLAIT_EAGER_THRESHOLD", "bytes", "0",
         "Smallest message sent by rendezvous instead of eagerly; 0 = the provider's default (tcp 2M)"},
        [](Config& c, const std::string& n, const std::string& v) {

@@ -18,7 +18,7 @@ enum class WaitPolicy { kSpin, kBlock, kHybrid };
 struct Config {
   std::chrono::milliseconds timeout{300000};          // PLAIT_TIMEOUT (ms): every wait
   std::chrono::milliseconds connect_timeout{120000};  // PLAIT_CONNECT_TIMEOUT (ms)
-  std::string transport = "auto";                     // PLAIT_TRANSPORT: auto|tcp|shm
+  std::string transport = "auto";                     // PLAIT_TRANSPORT: auto|tcp|shm|ucx|shm+ucx
   // PLAIT_KEEPALIVE (ms, 0 = off) and PLAIT_PEER_TIMEOUT (ms, 0 = auto): see
   // effective_peer_timeout().
   std::chrono::milliseconds keepalive{1000};
@@ -38,6 +38,7 @@ struct Config {
   size_t tcp_stripe_bytes = 256 * 1024;               // PLAIT_TCP_STRIPE: striping unit
   std::string tcp_interface;                          // PLAIT_TCP_IFNAME / address to bind
   bool tcp_integrity = false;  // PLAIT_TCP_INTEGRITY: every tcp frame authenticated
+  std::string ucx_tls;         // PLAIT_UCX_TLS: UCX transports (UCX_TLS syntax); empty = UCX's
   size_t eager_threshold = 0;          // PLAIT_EAGER_THRESHOLD: 0 = from the cost model
   size_t chunk_bytes = 0;              // PLAIT_CHUNK_BYTES: pipelining unit, 0 = automatic
   // PLAIT_MAX_UNEXPECTED / _MSGS: per peer, what may be buffered before its receive is posted

@@ -1,12 +1,15 @@
 #include "transport/composite_fabric.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "transport/host_identity.h"
 #include "transport/memory_registry.h"
 #include "transport/tuned_costs.h"
+#include "transport/ucx/ucx_info.h"
 
 namespace plait::transport {
 namespace {
@@ -51,6 +54,17 @@ std::string rank_ranges(const std::vector<int>& ranks) {
   return out;
 }
 
+// Whether UCX drives an RDMA NIC here; asked once per process and transport list (it
+// initializes a UCP context).
+bool ucx_sees_rdma(const Config& config) {
+  static std::mutex mu;
+  static std::map<std::string, bool> seen;
+  std::lock_guard lock(mu);
+  auto it = seen.find(config.ucx_tls);
+  if (it == seen.end()) it = seen.emplace(config.ucx_tls, ucx::ucx_info(config).rdma()).first;
+  return it->second;
+}
+
 }  // namespace
 
 int FabricTopology::hosts() const {
@@ -61,19 +75,28 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
   const ErrorContext ctx{.rank = options.rank, .op = "fabric setup"};
   if (!options.store) throw invalid_usage("a fabric needs a store", ctx);
   const std::string& choice = options.config.transport;
-  // Published as "<host identity>\n<machine identity>" (neither holds a newline).
-  std::vector<std::string> ids =
-      exchange_identities(options, host_identity(options.config) + "\n" + machine_identity());
+  // In auto mode, ranks on different hosts meet over UCX when both have an RDMA NIC that
+  // UCX drives; each says so with its identity, so that both sides of a pair agree.
+  const bool rdma_here = choice == "auto" && ucx_sees_rdma(options.config);
+  // Published as "<host identity>\n<machine identity>\n<rdma|>" (none holds a newline).
+  std::vector<std::string> ids = exchange_identities(
+      options, host_identity(options.config) + "\n" + machine_identity() + "\n" +
+                   (rdma_here ? "rdma" : ""));
   std::vector<std::string> machines(ids.size());
+  std::vector<bool> rdma(ids.size(), false);
   for (size_t r = 0; r < ids.size(); ++r) {
     const size_t cut = ids[r].find('\n');
     if (cut == std::string::npos) continue;
     machines[r] = ids[r].substr(cut + 1);
     ids[r].resize(cut);
+    const size_t cut2 = machines[r].find('\n');
+    if (cut2 == std::string::npos) continue;
+    rdma[r] = machines[r].substr(cut2 + 1) == "rdma";
+    machines[r].resize(cut2);
   }
   std::vector<int> host_of = host_indices(ids);
 
-  std::vector<int> local, remote;
+  std::vector<int> local, remote, over_ucx;
   for (int r = 0; r < options.size; ++r) {
     if (r == options.rank) continue;
     bool same_host = host_of[r] == host_of[options.rank];
@@ -82,7 +105,11 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
                               " is on another host (" + ids[r] + ", this rank is on " +
                               ids[options.rank] + ")",
                           {.rank = options.rank, .peer = r, .op = "fabric setup"});
-    (choice == "tcp" || !same_host ? remote : local).push_back(r);
+    if (choice == "ucx" || (choice == "shm+ucx" && !same_host) ||
+        (choice == "auto" && !same_host && rdma[r] && rdma[options.rank]))
+      over_ucx.push_back(r);
+    else
+      (choice == "tcp" || !same_host ? remote : local).push_back(r);
   }
 
   auto registry = std::make_shared<MemoryRegistry>();
@@ -101,7 +128,18 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
     for (int r : local) route[r] = providers.back().get(), provider[r] = "shm";
     topo.intra = providers.back()->cost_model();
   }
-  if (!remote.empty() || options.size == 1) {
+  if (!over_ucx.empty() || (options.size == 1 && choice == "ucx")) {
+    FabricOptions o = options;
+    o.name = options.name + "/ucx";
+    o.peers = over_ucx;
+    o.registry = registry;
+    if (over_ucx.empty()) o.peers = {};  // a single rank: a fabric with nobody to reach
+    providers.push_back(create_ucx_fabric(o));
+    for (int r : over_ucx) route[r] = providers.back().get(), provider[r] = "ucx";
+    topo.inter = providers.back()->cost_model();
+    if (local.empty()) topo.intra = topo.inter;
+  }
+  if (!remote.empty() || (options.size == 1 && choice != "ucx")) {
     FabricOptions o = options;
     o.name = options.name + "/tcp";
     o.peers = remote;
@@ -111,14 +149,15 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
     topo.inter = providers.back()->cost_model();
     if (local.empty()) topo.intra = topo.inter;
   }
-  if (remote.empty()) topo.inter = topo.intra;
+  if (remote.empty() && over_ucx.empty()) topo.inter = topo.intra;
   topo.provider = provider;
   apply_tuned_topology(options, topo);  // measured constants (plait tune), rank 0's for all
   if (log_enabled(LogLevel::kInfo))
     log(LogLevel::kInfo, "rank ", options.rank, ": ", topo.hosts(), " host(s); ",
         local.empty() ? "" : "shm to ranks " + rank_ranges(local) + (remote.empty() ? "" : ", "),
-        remote.empty() ? "" : "tcp to ranks " + rank_ranges(remote),
-        local.empty() && remote.empty() ? "no peers" : "");
+        remote.empty() ? "" : "tcp to ranks " + rank_ranges(remote) + (over_ucx.empty() ? "" : ", "),
+        over_ucx.empty() ? "" : "ucx to ranks " + rank_ranges(over_ucx),
+        local.empty() && remote.empty() && over_ucx.empty() ? "no peers" : "");
   if (topology) *topology = std::move(topo);
   if (providers.size() == 1) return std::move(providers.front());
   return std::make_unique<CompositeFabric>(options, std::move(providers), std::move(route),

@@ -3,6 +3,7 @@
 
 #include "transport/shm/shm_provider.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/ucx/ucx_provider.h"
 
 namespace plait::rdma {
 
@@ -24,7 +25,7 @@ std::string_view to_string(OpType op) {
 namespace plait::transport {
 
 std::vector<Capabilities> provider_capabilities(const Config& config) {
-  return {shm_capabilities(config), tcp_capabilities(config)};
+  return {shm_capabilities(config), tcp_capabilities(config), ucx_capabilities()};
 }
 
 }  // namespace plait::transport

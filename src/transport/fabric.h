@@ -207,6 +207,11 @@ std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options);
 // as create_tcp_fabric; every rank in options.peers must be on this host.
 std::unique_ptr<Fabric> create_shm_fabric(const FabricOptions& options);
 
+// The UCX provider (see src/transport/ucx/): every rank in options.peers (default: every
+// other rank) over UCP, on whatever transports UCX finds (PLAIT_UCX_TLS / UCX_TLS restrict
+// them). Same contract as create_tcp_fabric.
+std::unique_ptr<Fabric> create_ucx_fabric(const FabricOptions& options);
+
 // Where every rank of a job is and which provider reaches it.
 struct FabricTopology {
   std::vector<std::string> host;  // per fabric rank: its host identity (host_identity.h)

@@ -79,8 +79,11 @@ void apply_tuned_topology(const FabricOptions& options, FabricTopology& topology
   const auto& p = topology.provider;
   const bool any_shm = std::find(p.begin(), p.end(), "shm") != p.end();
   const bool any_tcp = std::find(p.begin(), p.end(), "tcp") != p.end();
-  const std::string intra = any_shm ? "shm" : "tcp";
-  const std::string inter = any_tcp ? "tcp" : intra;
+  const bool any_ucx = std::find(p.begin(), p.end(), "ucx") != p.end();
+  // Between hosts ucx is chosen only where it drives an RDMA NIC: it is the link that
+  // matters then. On one host, shm unless every peer is reached another way.
+  const std::string intra = any_shm ? "shm" : any_ucx && !any_tcp ? "ucx" : "tcp";
+  const std::string inter = any_ucx ? "ucx" : any_tcp ? "tcp" : intra;
   topology.intra = apply_tuned(topology.intra, costs, intra);
   topology.inter = apply_tuned(topology.inter, costs, inter);
   if (options.rank == 0 && log_enabled(LogLevel::kInfo)) {

@@ -334,6 +334,16 @@ TEST_P(CollectiveSweep, EveryCollectiveAndAlgorithmMatchesTheReference) {
     // over messages at every count (with them, only large counts are).
     env["PLAIT_TEST_HOSTS"] = "2";
     env["PLAIT_SHM_COLL"] = "off";
+  } else if (transport == "mixed_ucx") {
+    // shm within each simulated host, UCX (over its tcp transport) between them.
+    env["PLAIT_TEST_HOSTS"] = "2";
+    env["PLAIT_TRANSPORT"] = "shm+ucx";
+    env["PLAIT_UCX_TLS"] = "tcp";
+  } else if (transport.rfind("ucx_", 0) == 0) {
+    // The ucx provider to every peer, over one of UCX's transports here (an RDMA NIC's
+    // on a cluster: PLAIT_UCX_TLS unset).
+    env["PLAIT_TRANSPORT"] = "ucx";
+    env["PLAIT_UCX_TLS"] = transport.substr(4);
   } else {
     env["PLAIT_TRANSPORT"] = transport;
   }
@@ -353,6 +363,13 @@ INSTANTIATE_TEST_SUITE_P(Tcp, CollectiveSweep,
 INSTANTIATE_TEST_SUITE_P(Shm, CollectiveSweep,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8),
                                             ::testing::Values("shm")),
+                         sweep_name);
+INSTANTIATE_TEST_SUITE_P(Ucx, CollectiveSweep,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values("ucx_tcp", "ucx_sm")),
+                         sweep_name);
+INSTANTIATE_TEST_SUITE_P(MixedUcx, CollectiveSweep,
+                         ::testing::Combine(::testing::Values(4), ::testing::Values("mixed_ucx")),
                          sweep_name);
 INSTANTIATE_TEST_SUITE_P(Mixed, CollectiveSweep,
                          ::testing::Combine(::testing::Values(4, 5),

@@ -61,6 +61,7 @@ struct DeathNotice {
   // Two simulated hosts (ranks 0, 2 and 1, 3) and the hierarchical allreduce: rank 2 dies
   // in its host's segment stage, while rank 0 waits for its flag there.
   bool two_hosts = false;
+  const char* ucx_tls = nullptr;  // PLAIT_UCX_TLS, for the ucx provider
 };
 
 void PrintTo(const DeathNotice& notice, std::ostream* os) { *os << notice.transport; }
@@ -73,6 +74,7 @@ TEST_P(KilledRank, EverySurvivorNamesTheDeadRank) {
     std::map<std::string, std::string> env{{"PLAIT_TIMEOUT", "60000"},
                                            {"PLAIT_TRANSPORT", notice.transport}};
     if (notice.count) env["PLAIT_TEST_COUNT"] = notice.count;
+    if (notice.ucx_tls) env["PLAIT_UCX_TLS"] = notice.ucx_tls;
     if (notice.two_hosts) {
       env["PLAIT_HOST_ID"] = "h" + std::to_string(rank % 2);
       env["PLAIT_ALGO_ALLREDUCE"] = "hierarchical";
@@ -113,7 +115,14 @@ INSTANTIATE_TEST_SUITE_P(
                     "rank 2 failed while this rank waited for it to [a-z ]+ round [0-9]+ of [0-9]+ "
                     "of allreduce #[0-9]+ .* over the collective segment: rank 2 \\(pid [0-9]+\\) "
                     "died without shutting down its fabric",
-                    "64", true}),
+                    "64", true},
+        // UCX's tcp transport reports the broken connection on the endpoint (error handling
+        // mode peer); its shared-memory ones cannot, and the provider watches the process.
+        DeathNotice{"ucx_tcp", "ucx",
+                    "rank 2's UCX endpoint failed: |rank 2 \\(pid [0-9]+\\) died without", nullptr,
+                    false, "tcp"},
+        DeathNotice{"ucx_sm", "ucx", "rank 2 \\(pid [0-9]+\\) died without shutting down its fabric",
+                    nullptr, false, "sm"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 int mismatch_child(const char* kind) {

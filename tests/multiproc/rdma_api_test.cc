@@ -235,7 +235,11 @@ INSTANTIATE_TEST_SUITE_P(
     Providers, RdmaApi,
     ::testing::Values(RdmaCase{2, {}, "shm_np2"}, RdmaCase{3, {}, "shm_np3"},
                       RdmaCase{3, {{"PLAIT_TRANSPORT", "tcp"}}, "tcp_np3"},
-                      RdmaCase{4, {{"PLAIT_TEST_HOSTS", "2"}}, "mixed_np4"}),
+                      RdmaCase{4, {{"PLAIT_TEST_HOSTS", "2"}}, "mixed_np4"},
+                      RdmaCase{3, {{"PLAIT_TRANSPORT", "ucx"}, {"PLAIT_UCX_TLS", "tcp"}}, "ucx_tcp_np3"},
+                      RdmaCase{3, {{"PLAIT_TRANSPORT", "ucx"}, {"PLAIT_UCX_TLS", "sm"}}, "ucx_sm_np3"},
+                      RdmaCase{4, {{"PLAIT_TEST_HOSTS", "2"}, {"PLAIT_TRANSPORT", "shm+ucx"},
+                                   {"PLAIT_UCX_TLS", "tcp"}}, "mixed_ucx_np4"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

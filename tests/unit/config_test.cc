@@ -68,10 +68,11 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
         "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND", "PLAIT_PS_SERVERS",
         "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WINDOW", "PLAIT_PS_WAIT",
-        "PLAIT_KEEPALIVE", "PLAIT_PEER_TIMEOUT", "PLAIT_STALL_WARN", "PLAIT_TCP_INTEGRITY"}) {
+        "PLAIT_KEEPALIVE", "PLAIT_PEER_TIMEOUT", "PLAIT_STALL_WARN", "PLAIT_TCP_INTEGRITY",
+        "PLAIT_UCX_TLS"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 44u);
+  EXPECT_EQ(settings().size(), 45u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {

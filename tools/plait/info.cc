@@ -14,6 +14,7 @@
 #include "transport/fabric.h"
 #include "transport/host_identity.h"
 #include "transport/tuned_costs.h"
+#include "transport/ucx/ucx_info.h"
 
 namespace plait::cli {
 namespace {
@@ -35,14 +36,28 @@ void print_providers(const Config& config) {
     std::printf("  %-6s %s; %d stream%s per peer\n", c.provider.c_str(), features.c_str(),
                 c.streams_per_peer, c.streams_per_peer == 1 ? "" : "s");
   }
+  const transport::ucx::UcxInfo ucx = transport::ucx::ucx_info(config);
+  if (ucx.version.empty()) {
+    std::printf("  ucx: UCX could not start here: %s\n", ucx.error.c_str());
+  } else {
+    std::printf("  ucx: UCX %s, transports/devices%s: %s\n", ucx.version.c_str(),
+                config.ucx_tls.empty() ? "" : (" (PLAIT_UCX_TLS=" + config.ucx_tls + ")").c_str(),
+                ucx.resource_list().c_str());
+    std::printf("       RDMA NIC: %s\n", ucx.rdma() ? "yes" : "none (rc, dc, ud absent)");
+  }
 }
 
 void print_selection(const Config& config) {
   std::printf("\nProvider selection (PLAIT_TRANSPORT=%s):\n", config.transport.c_str());
   std::printf("  this host: %s\n", transport::host_identity(config).c_str());
-  if (config.transport == "auto")
-    std::printf("  ranks with the same host identity use shm, the others tcp\n");
-  else
+  if (config.transport == "auto") {
+    const bool rdma = transport::ucx::ucx_info(config).rdma();
+    std::printf("  ranks with the same host identity use shm; the others ucx where both hosts "
+                "have an RDMA NIC, else tcp (this host: %s)\n",
+                rdma ? "has one, ucx to such hosts" : "has none, tcp");
+  } else if (config.transport == "shm+ucx") {
+    std::printf("  ranks with the same host identity use shm, the others ucx\n");
+  } else
     std::printf("  every peer uses %s\n", config.transport.c_str());
   std::printf("  (run `plait run -n N plait info --job` to see a job's choice per rank)\n");
 }

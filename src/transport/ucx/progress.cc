@@ -1,0 +1,203 @@
+// Who progresses the UCX worker: a caller polling one of our completion queues does it
+// inline (try-lock: it never waits for the thread), and the progress thread otherwise. The
+// thread sleeps on the worker's wake-up fd once ucp_worker_arm() says nothing is pending;
+// `sleeping_` is set before the arm, so a caller that posts work after it wakes the thread
+// (track()), and one that posted before it made the arm report busy.
+//
+// Failures: an endpoint error (error handling mode peer: the connection broke, the peer
+// died, a keep-alive of UCX's went unanswered) fails the peer and every op that waits on it,
+// naming it; a goodbye is an orderly end.
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <unordered_set>
+
+#include "core/log.h"
+#include "transport/ucx/ucx_fabric.h"
+
+namespace plait::transport::ucx {
+namespace {
+
+// How long the thread sleeps at most without an event: a bound on a missed wake-up, never
+// on correctness.
+constexpr int kSleepMs = 100;
+// While callers poll, the thread looks this often whether they still do.
+constexpr auto kPollerCheck = std::chrono::microseconds(500);
+
+}  // namespace
+
+bool UcxFabric::drain_locked() {
+  bool any = false;
+  while (ucp_worker_progress(w_.worker) != 0) any = true;
+  return any;
+}
+
+void UcxFabric::wake_progress() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
+}
+
+void UcxFabric::start_progress() {
+  wake_fd_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  epoll_ = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!wake_fd_.valid() || !epoll_.valid())
+    throw Error(ErrorCategory::kSystem, std::string("eventfd/epoll: ") + std::strerror(errno),
+                {.rank = rank_, .op = "ucx fabric setup"});
+  // data.u64: -1 the worker, -2 our wake-up, else the rank whose process exited.
+  auto watch = [&](int fd, int64_t what) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(what);
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      throw Error(ErrorCategory::kSystem, std::string("epoll_ctl: ") + std::strerror(errno),
+                  {.rank = rank_, .op = "ucx fabric setup"});
+  };
+  watch(w_.efd, -1);
+  watch(wake_fd_.get(), -2);
+  for (int p = 0; p < size_; ++p)
+    if (peers_[p] && peers_[p]->pidfd.valid()) watch(peers_[p]->pidfd.get(), p);
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+void UcxFabric::progress_loop() {
+  ::pthread_setname_np(::pthread_self(), "plait-ucx");
+  while (!stop_requested_.load()) {
+    {
+      std::lock_guard lock(worker_mu_);
+      if (drain_locked()) continue;
+    }
+    if (pollers_.load(std::memory_order_seq_cst) > 0) {
+      // They progress the worker; we still look for exited peers.
+      epoll_event events[8];
+      handle_events(events, ::epoll_wait(epoll_.get(), events, 8, 0));
+      std::this_thread::sleep_for(kPollerCheck);
+      continue;
+    }
+    ucs_status_t armed;
+    {
+      std::lock_guard lock(worker_mu_);
+      sleeping_.store(true, std::memory_order_seq_cst);
+      armed = ucp_worker_arm(w_.worker);
+    }
+    if (armed == UCS_OK && !stop_requested_.load()) {
+      epoll_event events[8];
+      const int n = ::epoll_wait(epoll_.get(), events, 8, kSleepMs);
+      sleeping_.store(false, std::memory_order_seq_cst);
+      handle_events(events, n);
+    }
+    sleeping_.store(false, std::memory_order_seq_cst);
+  }
+}
+
+void UcxFabric::handle_events(const epoll_event* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    const auto what = static_cast<int64_t>(events[i].data.u64);
+    if (what == -2) {
+      uint64_t drained;
+      while (::read(wake_fd_.get(), &drained, sizeof drained) > 0) {
+      }
+    } else if (what >= 0) {
+      check_exited(static_cast<int>(what));
+    }
+  }
+}
+
+void UcxFabric::check_exited(int peer) {
+  Peer& p = *peers_[peer];
+  // Off the epoll set: a pidfd stays readable once its process is gone.
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p.pidfd.get(), nullptr);
+  std::lock_guard lock(worker_mu_);
+  drain_locked();  // what it sent before it went (its goodbye, if it said one) counts first
+  if (p.failed.load()) return;
+  fail_peer(peer,
+            "rank " + std::to_string(peer) + " (pid " + std::to_string(p.pid) +
+                ") died without shutting down its fabric",
+            false);
+}
+
+void UcxFabric::begin_polling() { pollers_.fetch_add(1, std::memory_order_seq_cst); }
+
+void UcxFabric::end_polling() { pollers_.fetch_sub(1, std::memory_order_seq_cst); }
+
+bool UcxFabric::progress() {
+  if (!worker_mu_.try_lock()) return false;
+  const bool any = drain_locked();
+  worker_mu_.unlock();
+  return any;
+}
+
+void UcxFabric::hand_off() {
+  if (sleeping_.load(std::memory_order_seq_cst)) wake_progress();
+}
+
+int UcxFabric::checked_source(int32_t source, const char* what) const {
+  if (source < 0 || source >= size_ || source == rank_ || !peers_[source]) {
+    log(LogLevel::kWarn, "rank ", rank_, ": ucx fabric '", name_, "': dropped a ", what,
+        " that names rank ", source, ", which this provider does not serve");
+    return -1;
+  }
+  return source;
+}
+
+void UcxFabric::on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto& f = *static_cast<UcxFabric*>(arg);
+  for (int p = 0; p < f.size_; ++p) {
+    if (f.w_.eps[p] != ep) continue;
+    const bool orderly = f.peers_[p]->said_goodbye;
+    f.fail_peer(p,
+                orderly ? "rank " + std::to_string(p) + " shut down its fabric"
+                        : "rank " + std::to_string(p) + "'s UCX endpoint failed: " +
+                              ucs_status_string(status) +
+                              " (the process died, or its host is unreachable)",
+                orderly);
+    return;
+  }
+}
+
+ucs_status_t UcxFabric::on_goodbye(void* arg, const void* header, size_t header_bytes, void*,
+                                   size_t, const ucp_am_recv_param_t*) {
+  auto& f = *static_cast<UcxFabric*>(arg);
+  int32_t source = -1;
+  if (header_bytes == sizeof source) std::memcpy(&source, header, sizeof source);
+  if (f.checked_source(source, "goodbye") < 0) return UCS_OK;
+  f.peers_[source]->said_goodbye = true;
+  f.fail_peer(source, "rank " + std::to_string(source) + " shut down its fabric", true);
+  return UCS_OK;
+}
+
+void UcxFabric::fail_peer(int peer, const std::string& why, bool orderly) {
+  if (!mark_failed(peer, why, orderly)) return;
+  matcher_.drop_incomplete_from(peer);
+  fail_all(ops_.select(fails_with(peer, orderly)), why);
+}
+
+void UcxFabric::await_requests(const std::vector<OpRef>& ops) {
+  std::unordered_set<const Op*> ending;
+  for (const OpRef& op : ops) ending.insert(op.get());
+  std::unique_lock lock(worker_mu_);
+  auto pending = [&] {
+    std::vector<void*> out;
+    for (const auto& [request, in] : in_flight_)
+      if (in.op && ending.count(in.op.get())) out.push_back(request);
+    return out;
+  };
+  for (void* r : pending()) ucp_request_cancel(w_.worker, r);
+  const Deadline deadline = Deadline::after(std::max(config_.timeout, std::chrono::milliseconds(1000)));
+  while (!pending().empty()) {
+    drain_locked();
+    if (pending().empty()) break;
+    if (deadline.expired()) {
+      log(LogLevel::kWarn, "rank ", rank_, ": ucx fabric '", name_, "': ", pending().size(),
+          " cancelled transfer(s) still in UCX after ", config_.timeout.count(), " ms");
+      break;
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+  }
+}
+
+}  // namespace plait::transport::ucx

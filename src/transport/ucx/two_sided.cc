@@ -1,0 +1,214 @@
+// Tagged send/recv over the UCX provider, and the bookkeeping of UCP requests.
+//
+//   send   one active message kAmMessage: header {source, tag, word}, the payload as its data.
+//          UCX sends a small one eagerly and a large one by rendezvous; either way the send
+//          completes when UCX is done with the buffer.
+//   recv   matched by plait's TagMatcher on arrival (callback) or on posting. An eager
+//          payload is copied into the receive (or buffered until it is posted); a rendezvous
+//          one stays a UCP descriptor until matched, then ucp_am_recv_data_nbx pulls it
+//          straight into the receive buffer.
+//
+// Ordering: UCP delivers the active messages of one endpoint in the order they were sent
+// (the UCX provider's non-overtaking rule rests on it, like tcp's on its stream 0).
+#include <cstring>
+
+#include "core/log.h"
+#include "transport/ucx/ucx_fabric.h"
+
+namespace plait::transport::ucx {
+
+// --- requests ---
+
+ucp_request_param_t UcxFabric::send_param(uint32_t flags) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                   UCP_OP_ATTR_FIELD_FLAGS;
+  p.cb.send = &UcxFabric::on_request_done;
+  p.user_data = this;
+  p.flags = flags;
+  return p;
+}
+
+ucs_status_ptr_t UcxFabric::am_send(int peer, AmId id, const void* header, size_t header_bytes,
+                                    const void* data, size_t bytes, uint32_t flags) {
+  ucp_request_param_t p = send_param(flags);
+  return ucp_am_send_nbx(w_.eps[peer], id, header, header_bytes, data, bytes, &p);
+}
+
+void UcxFabric::send_tracked(int peer, AmId id, InFlight in, const void* data, size_t bytes,
+                             RequestDone done, uint32_t flags) {
+  ucs_status_ptr_t r = am_send(peer, id, in.header.data(), in.header.size(), data, bytes, flags);
+  track(r, std::move(in), done);
+}
+
+void UcxFabric::track(ucs_status_ptr_t request, InFlight in, RequestDone done) {
+  in.done = done;
+  if (!UCS_PTR_IS_PTR(request)) {  // finished inside the call, or failed there
+    if (done) done(*this, in, UCS_PTR_STATUS(request));
+    return;
+  }
+  // UCX calls back only from ucp_worker_progress(), which needs worker_mu_, held here.
+  in_flight_.emplace(request, std::move(in));
+  if (sleeping_.load(std::memory_order_seq_cst)) wake_progress();
+}
+
+void UcxFabric::on_request_done(void* request, ucs_status_t status, void* user_data) {
+  auto& f = *static_cast<UcxFabric*>(user_data);
+  auto it = f.in_flight_.find(request);
+  if (it != f.in_flight_.end()) {
+    InFlight in = std::move(it->second);
+    f.in_flight_.erase(it);
+    if (in.done) in.done(f, in, status);
+  }
+  ucp_request_free(request);
+}
+
+void UcxFabric::on_recv_data_done(void* request, ucs_status_t status, size_t,
+                                  void* user_data) {
+  on_request_done(request, status, user_data);
+}
+
+void UcxFabric::fail_with_status(Op& op, ucs_status_t status, const char* what) {
+  if (op.done()) return;
+  const int peer = op.peer.load();
+  if (peer >= 0 && peers_[peer] && peers_[peer]->failed.load()) {
+    fail_remote(op, peers_[peer]->reason());
+  } else if (status == UCS_ERR_CANCELED) {
+    fail(op, aborted_error("cancelled", context_of(op)));
+  } else {
+    fail_remote(op, std::string("UCX ") + what + " failed: " + ucs_status_string(status));
+  }
+}
+
+// --- send ---
+
+void UcxFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
+                     CompletionQueue* cq, uint64_t context) {
+  check_peer(peer, "send");
+  PolicyCompletionQueue* q = checked_cq(cq, "send");
+  if (!buf && len > 0) throw invalid_usage("null buffer", call_context(peer, "send", len));
+  OpRef op = new_op(OpType::kSend, peer, q, context);
+  op->local = const_cast<char*>(static_cast<const char*>(buf));
+  op->length = len;
+  op->tag = tag;
+  op->header = header;
+  if (!admit(op)) return;
+
+  MessageHeader h;
+  h.source = rank_;
+  h.tag = tag;
+  h.word = header;
+  InFlight in;
+  in.op = op;
+  in.header.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
+  std::lock_guard lock(worker_mu_);
+  if (op->done()) return;  // its peer failed meanwhile
+  send_tracked(peer, kAmMessage, std::move(in), buf, len,
+               [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+                 if (status == UCS_OK) f.succeed(*in.op);
+                 else f.fail_with_status(*in.op, status, "send");
+               });
+}
+
+// --- recv ---
+
+void UcxFabric::recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                     uint64_t context) {
+  post_recv(peer, buf, capacity, tag, cq, context, nullptr);
+}
+
+void UcxFabric::recv_any_sibling(void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                                 uint64_t context, std::shared_ptr<std::atomic<bool>> sibling) {
+  post_recv(kAnySource, buf, capacity, tag, cq, context, std::move(sibling));
+}
+
+void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
+                          CompletionQueue* cq, uint64_t context,
+                          std::shared_ptr<std::atomic<bool>> sibling) {
+  if (peer != kAnySource) check_peer(peer, "recv");
+  PolicyCompletionQueue* q = checked_cq(cq, "recv");
+  if (!buf && capacity > 0) throw invalid_usage("null buffer", call_context(peer, "recv", capacity));
+  OpRef op = new_op(OpType::kRecv, peer, q, context);
+  op->local = static_cast<char*>(buf);
+  op->length = capacity;
+  op->tag = tag;
+  op->sibling = std::move(sibling);
+  ops_.add(op);
+
+  Matcher::Posted posted = matcher_.post(op);
+  if (op->done()) {  // a sibling copy on another provider matched first
+    ops_.remove(*op);
+    return;
+  }
+  if (posted.match) {
+    Unexpected& m = *posted.match;
+    if (m.rendezvous) {
+      std::lock_guard lock(worker_mu_);
+      if (receive_rendezvous(op, m.rndv_desc, m.length) == UCS_OK)
+        ucp_am_data_release(w_.worker, m.rndv_desc);  // dropped: the send completes
+      m.rndv_desc = nullptr;
+    } else {
+      deliver_buffered(*op, m);  // eager entries are complete when queued
+    }
+    return;
+  }
+  // Nothing buffered: a message can only still come from a live peer.
+  fail_if_no_sender(*op, peer);
+}
+
+ucs_status_t UcxFabric::receive_rendezvous(const OpRef& recv, void* desc, uint64_t length) {
+  if (truncated(*recv, length) || recv->done()) return UCS_OK;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = &UcxFabric::on_recv_data_done;
+  p.user_data = this;
+  InFlight in;
+  in.op = recv;
+  track(ucp_am_recv_data_nbx(w_.worker, desc, recv->local, length, &p), std::move(in),
+        [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+          if (status == UCS_OK) f.succeed(*in.op);
+          else f.fail_with_status(*in.op, status, "receive");
+        });
+  return UCS_INPROGRESS;
+}
+
+ucs_status_t UcxFabric::on_message(void* arg, const void* header, size_t header_bytes,
+                                   void* data, size_t length, const ucp_am_recv_param_t* param) {
+  auto& f = *static_cast<UcxFabric*>(arg);
+  const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+  MessageHeader h;
+  if (header_bytes != sizeof h) {
+    log(LogLevel::kWarn, "rank ", f.rank_, ": ucx fabric '", f.name_, "': dropped a message with a ",
+        header_bytes, "-byte header");
+    return UCS_OK;  // inside the callback, UCS_OK drops a rendezvous descriptor too
+  }
+  std::memcpy(&h, header, sizeof h);
+  const int source = f.checked_source(h.source, "message");
+  if (source < 0 || f.peers_[source]->failed.load()) return UCS_OK;
+  Matcher::Arrival a = f.matcher_.arrive(source, h.tag, h.word, length, rndv, [&](Unexpected& e) {
+    if (rndv) {
+      e.rndv_desc = data;
+    } else {
+      e.data.assign(static_cast<const char*>(data), static_cast<const char*>(data) + length);
+      e.complete = true;
+    }
+  });
+  if (a.over_limit) {
+    f.fail_peer(source, unexpected_limit_error(source, length, a.usage, f.matcher_.limits()),
+                false);
+    return UCS_OK;
+  }
+  if (a.unexpected) return rndv ? UCS_INPROGRESS : UCS_OK;  // kept until its recv comes
+  Op& recv = *a.recv;
+  if (rndv) return f.receive_rendezvous(a.recv, data, length);
+  if (f.truncated(recv, length)) return UCS_OK;
+  if (length > 0) {
+    std::shared_lock guard(f.user_memory_guard_);
+    if (recv.done()) return UCS_OK;
+    std::memcpy(recv.local, data, length);
+  }
+  f.succeed(recv);
+  return UCS_OK;
+}
+
+}  // namespace plait::transport::ucx

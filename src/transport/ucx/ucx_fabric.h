@@ -1,0 +1,226 @@
+// The UCX provider's Fabric: plait's verbs-like interface over UCP, so that a job uses the
+// NIC it has (InfiniBand, RoCE through UCX's rc/dc/ud transports; UCX's tcp and shared memory
+// elsewhere). Its implementation is split by responsibility:
+//
+//   ucx_fabric.cc   construction, capabilities, cost model, cancel, peer state
+//   worker.cc       the UCP context and worker, address exchange through the store, endpoints
+//                   (error handling mode peer), the hello that proves every peer reachable,
+//                   orderly close
+//   two_sided.cc    tagged send/recv as UCP active messages matched by plait's TagMatcher
+//   rma.cc          write / read / atomics, checked by the target against the registry
+//   progress.cc     the progress thread (the worker's wake-up fd), inline progress by
+//                   pollers, endpoint errors
+//
+// One lock (worker_mu_) serializes every call into the worker (UCS_THREAD_MODE_SERIALIZED):
+// the caller's thread posts operations itself, the progress thread or a polling caller runs
+// ucp_worker_progress(), and the active-message callbacks run inside it, under the lock.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/futex_mutex.h"
+#include "core/socket.h"
+#include "transport/completion_queue.h"
+#include "transport/fabric.h"
+#include "transport/memory_registry.h"
+#include "transport/op_lifecycle.h"
+#include "transport/tag_matcher.h"
+#include "transport/ucx/wire.h"
+
+namespace plait::transport::ucx {
+
+// An unexpected message: an eager one's payload copied, a rendezvous one's UCP descriptor
+// kept until its receive is posted (then ucp_am_recv_data_nbx moves it straight in).
+struct Unexpected : UnexpectedMessage {
+  void* rndv_desc = nullptr;
+};
+using Matcher = TagMatcher<Op, Unexpected>;
+
+// The UCP objects of one fabric (worker.cc), destroyed in order.
+struct Worker {
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::vector<ucp_ep_h> eps;  // by rank; null for us and ranks another provider serves
+  int efd = -1;               // the worker's wake-up fd (not ours to close)
+  std::string transports;     // what UCX chose, for logs and `plait info`
+  void reset();
+  ~Worker() { reset(); }
+};
+
+class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycle {
+ public:
+  explicit UcxFabric(const FabricOptions& options);
+  ~UcxFabric() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const Capabilities& capabilities() const override { return capabilities_; }
+  const CostModel& cost_model() const override { return cost_model_; }
+
+  std::unique_ptr<CompletionQueue> create_cq() override;
+  std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
+                                                uint32_t access) override;
+
+  void send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
+            CompletionQueue* cq, uint64_t context) override;
+  void recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+            uint64_t context) override;
+  void recv_any_sibling(void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                        uint64_t context, std::shared_ptr<std::atomic<bool>> sibling) override;
+
+  void write(int peer, const void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
+             std::optional<uint32_t> imm, CompletionQueue* cq, uint64_t context) override;
+  void read(int peer, void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
+            CompletionQueue* cq, uint64_t context) override;
+  void fetch_add(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
+                 uint64_t add, CompletionQueue* cq, uint64_t context) override;
+  void compare_swap(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
+                    uint64_t expected, uint64_t desired, CompletionQueue* cq,
+                    uint64_t context) override;
+
+  void set_imm_cq(CompletionQueue* cq) override;
+  void cancel(CompletionQueue* cq) override;
+  bool peer_failed(int peer) const override;
+  std::string peer_failure(int peer) const override;
+
+  // InlineProgress (progress.cc): a caller polling one of our queues progresses the worker
+  // itself, so a small message costs no thread wake-up.
+  void begin_polling() override;
+  void end_polling() override;
+  bool progress() override;
+  void hand_off() override;
+
+  // The transports UCX chose for this fabric's endpoints ("tcp", "posix,cma", ...).
+  const std::string& transports() const { return w_.transports; }
+
+ private:
+  struct Peer : PeerHealth {
+    bool said_goodbye = false;  // under worker_mu_
+    // UCX 1.13's shared-memory transports cannot report a dead peer (no error handling
+    // mode peer): such a peer, on this host, is watched through a pidfd instead.
+    net::Fd pidfd;
+    int pid = 0;
+  };
+  // A UCP request in flight for an op: its completion callback finds the op here, cancel()
+  // and shutdown find the requests of ops they end. Under worker_mu_.
+  struct InFlight {
+    OpRef op;  // null for the target's replies
+    // Bytes UCX reads or writes until the request is done, when they are ours: a reply's
+    // header and payload, a write's bounce buffer. Allocated once (a string moved into the
+    // map keeps its heap buffer).
+    std::vector<char> header;
+    std::vector<char> payload;
+    RmaHeader rma;  // a write being received: where it goes once in
+    void (*done)(UcxFabric& f, InFlight& in, ucs_status_t status) = nullptr;
+  };
+
+  PeerHealth* health_of(int rank) const override;
+
+  // --- worker.cc ---
+  void setup_worker(const FabricOptions& options);
+  void exchange_hellos(const FabricOptions& options);
+  void create_endpoint(const FabricOptions& o, int peer, const Bytes& address);
+  void close_endpoints();
+  void set_handler(AmId id, ucp_am_recv_callback_t cb);
+
+  // --- requests (two_sided.cc) ---
+  // Tracks a UCP send/recv request (or finishes at once for NULL / an error pointer):
+  // `done(status)` runs once UCX completes it, under worker_mu_.
+  using RequestDone = void (*)(UcxFabric& f, InFlight& in, ucs_status_t status);
+  void track(ucs_status_ptr_t request, InFlight in, RequestDone done);
+  // UCX 1.13 reads an active message's header until the send completes: it lives in the
+  // InFlight from before the call.
+  void send_tracked(int peer, AmId id, InFlight in, const void* data, size_t bytes,
+                    RequestDone done, uint32_t flags = 0);
+  static void on_request_done(void* request, ucs_status_t status, void* user_data);
+  static void on_recv_data_done(void* request, ucs_status_t status, size_t length,
+                                void* user_data);
+  ucp_request_param_t send_param(uint32_t flags = 0);
+  // Sends an active message on `peer`'s endpoint; under worker_mu_.
+  ucs_status_ptr_t am_send(int peer, AmId id, const void* header, size_t header_bytes,
+                           const void* data, size_t bytes, uint32_t flags = 0);
+  // The op's UCP request failed or was cancelled: fail it with UCX's reason.
+  void fail_with_status(Op& op, ucs_status_t status, const char* what);
+
+  // --- two-sided (two_sided.cc) ---
+  void post_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                 uint64_t context, std::shared_ptr<std::atomic<bool>> sibling);
+  // A receive matched a rendezvous message: pulls it into the receive buffer and returns
+  // UCS_INPROGRESS, or returns UCS_OK when it is to be dropped (truncation, cancelled): an
+  // active-message callback returns that, a caller holding the descriptor releases it.
+  // Under worker_mu_.
+  ucs_status_t receive_rendezvous(const OpRef& recv, void* desc, uint64_t length);
+  static ucs_status_t on_message(void* arg, const void* header, size_t header_bytes, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+
+  // --- one-sided (rma.cc) ---
+  void start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
+                    bool compare_swap, uint64_t arg0, uint64_t arg1, CompletionQueue* cq,
+                    uint64_t context);
+  void submit_rma(const OpRef& op, const RmaHeader& h, const void* data, size_t bytes);
+  // Sends a reply (and its payload: read data, or the denial's text) to `peer`.
+  void answer(int peer, const ReplyHeader& r, std::vector<char> payload);
+  // A write's payload is in `data`: check, copy into the region under a pin, acknowledge.
+  void apply_write(int peer, const RmaHeader& h, const char* data, size_t length);
+  void deliver_imm(int peer, const RmaHeader& h);
+  static ucs_status_t on_rma(void* arg, const void* header, size_t header_bytes, void* data,
+                             size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_reply(void* arg, const void* header, size_t header_bytes, void* data,
+                               size_t length, const ucp_am_recv_param_t* param);
+  void serve_read(int peer, const RmaHeader& h);
+  void serve_atomic(int peer, const RmaHeader& h);
+
+  // --- progress and failure (progress.cc) ---
+  void start_progress();
+  // A watched peer's process exited (its pidfd is readable): fails it.
+  void check_exited(int peer);
+  // Handles what epoll reported; with worker_mu_ not held.
+  void handle_events(const struct epoll_event* events, int n);
+  void progress_loop();
+  // With worker_mu_ held: progresses until the worker has nothing more to do right now.
+  bool drain_locked();
+  void wake_progress();
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t on_goodbye(void* arg, const void* header, size_t header_bytes, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  void fail_peer(int peer, const std::string& why, bool orderly);
+  // The rank in an incoming header, if it is one this provider serves; else logs and -1.
+  int checked_source(int32_t source, const char* what) const;
+  // Waits (progressing) until every request of ops in `ops` has finished in UCX, or the
+  // timeout: after cancel(), UCX must not touch their buffers any more.
+  void await_requests(const std::vector<OpRef>& ops);
+
+  const Config config_;
+  Capabilities capabilities_;
+  CostModel cost_model_;
+  std::shared_ptr<MemoryRegistry> registry_;
+  Matcher matcher_;
+  std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
+  std::vector<std::unique_ptr<Peer>> peers_;  // null for us and ranks we do not serve
+
+  FutexMutex worker_mu_;
+  std::unordered_map<void*, InFlight> in_flight_;  // by UCP request; worker_mu_
+  std::vector<bool> hello_from_;                   // setup; worker_mu_
+  // After what its callbacks touch: a worker destroyed by a failed constructor may still
+  // complete requests.
+  Worker w_;
+  net::Fd epoll_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<int> pollers_{0};
+  std::atomic<bool> sleeping_{false};  // the progress thread waits on the wake-up fd
+  net::Fd wake_fd_;
+  std::thread progress_;
+};
+
+// The provider's default cost model (UCX over loopback tcp or shared memory; `plait tune
+// --providers ucx` measures the real one).
+CostModel ucx_cost_model(const Config& config);
+
+}  // namespace plait::transport::ucx

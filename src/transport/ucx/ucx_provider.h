@@ -1,0 +1,9 @@
+#pragma once
+
+#include "transport/fabric.h"
+
+namespace plait::transport {
+
+Capabilities ucx_capabilities();
+
+}  // namespace plait::transport
