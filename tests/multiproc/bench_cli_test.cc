@@ -88,7 +88,7 @@ TEST(BenchCli, AllreduceCheckedSweep) {
 TEST(BenchCli, EveryOpChecked) {
   // 8 B .. 1 KiB of f32 over 2 ranks: 8 sizes, each at least one element per rank.
   for (const char* op : {"allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
-                         "alltoall", "gather", "scatter", "sendrecv"}) {
+                         "alltoall", "gather", "scatter", "sendrecv", "pingpong"}) {
     SCOPED_TRACE(op);
     expect_checked_run({"-n", "2", op, "--max", "1K", "--iters", "3", "--warmup", "1"}, 8, op);
   }

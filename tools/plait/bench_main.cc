@@ -207,8 +207,9 @@ int run_bench(const BenchOptions& options) {
   const int rank = comm->rank();
   const int size = comm->size();
   // The providers do not connect a rank to itself, and a ring of one has no neighbour.
-  if (spec.op == BenchOp::kSendrecv && size < 2)
-    throw invalid_usage("sendrecv needs at least 2 ranks (plait bench -n 2 sendrecv ...)");
+  if ((spec.op == BenchOp::kSendrecv || spec.op == BenchOp::kPingpong) && size < 2)
+    throw invalid_usage(std::string(spec.name) + " needs at least 2 ranks (plait bench -n 2 " +
+                        std::string(spec.name) + " ...)");
   if (spec.rooted && options.root >= size)
     throw invalid_usage("--root " + std::to_string(options.root) + " is not a rank of this " +
                         std::to_string(size) + "-rank job");

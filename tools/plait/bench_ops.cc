@@ -193,6 +193,28 @@ const OpSpec kOps[] = {
        return plain_value(prev_rank(s), i);
      }},
 
+    // Pairs (0, 1), (2, 3), ...: the even rank sends and waits for the answer; the odd one
+    // answers once the message is in. The time is a round trip (ucx_perftest and OSU report
+    // half of it as the latency). With an odd number of ranks the last one only waits.
+    {BenchOp::kPingpong, "pingpong", false, false, false, false, factor_one, one_block,
+     one_block, at_start,
+     [](Communicator& c, const OpShape& s, const OpBuffers& b, const CallOptions& o) {
+       const int partner = s.rank ^ 1;
+       if (partner >= s.size) return Pending{nullptr, nullptr};
+       if (s.rank % 2 == 0) {
+         WorkPtr recv = c.recv(b.out, s.count, s.dtype, partner, kSendrecvTag, o);
+         WorkPtr send = c.send(b.in, s.count, s.dtype, partner, kSendrecvTag, o);
+         return Pending{std::move(recv), std::move(send)};
+       }
+       c.recv(b.out, s.count, s.dtype, partner, kSendrecvTag, o)->wait();
+       return Pending{c.send(b.in, s.count, s.dtype, partner, kSendrecvTag, o), nullptr};
+     },
+     this_ranks_plain_input,
+     [](const OpShape& s, size_t i) -> std::optional<double> {
+       if ((s.rank ^ 1) >= s.size) return std::nullopt;
+       return plain_value(s.rank ^ 1, i);
+     }},
+
     {BenchOp::kBarrier, "barrier", false, false, false, false, factor_zero, no_elements,
      no_elements, at_start,
      [](Communicator& c, const OpShape&, const OpBuffers&, const CallOptions& o) {
@@ -219,7 +241,7 @@ std::string_view to_string(BenchOp op) { return op_spec(op).name; }
 
 std::string_view bench_op_names() {
   return "allreduce reduce broadcast allgather reduce_scatter alltoall gather scatter "
-         "sendrecv barrier";
+         "sendrecv pingpong barrier";
 }
 
 size_t count_for_bytes(const OpSpec& spec, size_t bytes, int nranks, DataType dtype) {

@@ -25,6 +25,7 @@ enum class BenchOp : uint8_t {
   kGather,
   kScatter,
   kSendrecv,
+  kPingpong,
   kBarrier,
 };
 

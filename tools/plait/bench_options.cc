@@ -136,8 +136,10 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
   const OpSpec& spec = op_spec(o.op);
   if (o.in_place && !spec.in_place_ok)
     throw invalid_usage("--inplace does not apply to " + std::string(spec.name));
-  if ((o.op == BenchOp::kSendrecv) && o.algo != "auto" && !o.algo.empty())
-    throw invalid_usage("--algo does not apply to sendrecv (point to point)");
+  if ((o.op == BenchOp::kSendrecv || o.op == BenchOp::kPingpong) && o.algo != "auto" &&
+      !o.algo.empty())
+    throw invalid_usage("--algo does not apply to " + std::string(to_string(o.op)) +
+                        " (point to point)");
   return o;
 }
 

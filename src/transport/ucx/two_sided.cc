@@ -49,7 +49,9 @@ void UcxFabric::track(ucs_status_ptr_t request, InFlight in, RequestDone done) {
   }
   // UCX calls back only from ucp_worker_progress(), which needs worker_mu_, held here.
   in_flight_.emplace(request, std::move(in));
-  if (sleeping_.load(std::memory_order_seq_cst)) wake_progress();
+  // A caller that polls progresses the worker; else the sleeping thread must.
+  if (sleeping_.load(std::memory_order_seq_cst) && pollers_.load(std::memory_order_seq_cst) == 0)
+    wake_progress();
 }
 
 void UcxFabric::on_request_done(void* request, ucs_status_t status, void* user_data) {
