@@ -6,9 +6,9 @@
 #   TLS="rc sm" REPS=9 bench/ucx_vs_perftest.sh    # on a host with an RDMA NIC
 #
 # Latency: one-way, in microseconds: ucx_perftest ucp_am_lat's overall average (half a round
-# trip), plait bench pingpong's round trip / 2. Bandwidth, in GB/s (1e9 B/s) at BW_SIZE:
-# ucx_perftest ucp_am_bw (a stream of messages), plait pingpong's size / (round trip / 2)
-# (one message at a time: below a stream's rate where per-message costs matter).
+# trip), plait bench pingpong's round trip / 2. Bandwidth, in GB/s (1e9 B/s) at BW_SIZE, one
+# message at a time both: size / one-way time of ucx_perftest ucp_am_lat and of plait's
+# pingpong; and ucx_perftest ucp_am_bw (a stream of messages in flight) for reference.
 # Prints one markdown table: min / median / max over the repetitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +43,9 @@ plait_rtt_us() {  # tls size -> the round trip in us
 for rep in $(seq 1 "$REPS"); do
   for tls in $TLS; do
     perftest "$tls" ucp_am_lat "$LAT_SIZE" 20000 | awk -v t="$tls" '{print t, "perftest_lat", $5}' >>"$OUT/all"
-    perftest "$tls" ucp_am_bw "$BW_SIZE" 200 | awk -v t="$tls" '{print t, "perftest_bw", $7 / 1000}' >>"$OUT/all"
+    perftest "$tls" ucp_am_lat "$BW_SIZE" 200 |
+      awk -v t="$tls" -v n="$BW_SIZE" '{print t, "perftest_bw", n / $5 / 1000}' >>"$OUT/all"
+    perftest "$tls" ucp_am_bw "$BW_SIZE" 200 | awk -v t="$tls" '{print t, "perftest_stream", $7 / 1000}' >>"$OUT/all"
     echo "$tls plait_lat $(plait_rtt_us "$tls" "$LAT_SIZE" | awk '{print $1 / 2}')" >>"$OUT/all"
     echo "$tls plait_bw $(plait_rtt_us "$tls" "$BW_SIZE" | awk -v n="$BW_SIZE" '{print n / ($1 / 2) / 1000}')" >>"$OUT/all"
   done
@@ -55,10 +57,10 @@ stats() {  # tls key -> "min / median / max"
          printf "%.2f / %.2f / %.2f", v[1], v[int((NR + 1) / 2)], v[NR]}'
 }
 
-echo "| UCX transport | ucx_perftest ucp_am_lat (us) | plait pingpong / 2 (us) | ucx_perftest ucp_am_bw $BW_SIZE B (GB/s) | plait pingpong $BW_SIZE B (GB/s) |"
-echo "|---|---:|---:|---:|---:|"
+echo "| UCX transport | ucx_perftest ucp_am_lat $LAT_SIZE B (us) | plait pingpong / 2 (us) | ucp_am_lat $BW_SIZE B (GB/s) | plait pingpong $BW_SIZE B (GB/s) | ucp_am_bw stream (GB/s) |"
+echo "|---|---:|---:|---:|---:|---:|"
 for tls in $TLS; do
-  echo "| $tls | $(stats "$tls" perftest_lat) | $(stats "$tls" plait_lat) | $(stats "$tls" perftest_bw) | $(stats "$tls" plait_bw) |"
+  echo "| $tls | $(stats "$tls" perftest_lat) | $(stats "$tls" plait_lat) | $(stats "$tls" perftest_bw) | $(stats "$tls" plait_bw) | $(stats "$tls" perftest_stream) |"
 done
 echo
 echo "($REPS alternating runs, min / median / max; $(date -u +%F), $(nproc) cores)"
