@@ -18,11 +18,19 @@ std::string host_key(const std::string& name, int rank) {
   return name + "/host/" + std::to_string(rank);
 }
 
-// Every rank's identity, waiting for the ones not yet published within connect_timeout.
-std::vector<std::string> exchange_identities(const FabricOptions& o, const std::string& mine) {
-  o.store->set(host_key(o.name, o.rank), mine);
+std::string rdma_key(const std::string& name, int rank) {
+  return name + "/rdma/" + std::to_string(rank);
+}
+
+// Every rank's value under `key_of(rank)`, ours published as `mine`, waiting for the ones not
+// yet published within connect_timeout.
+std::vector<std::string> exchange_identities(const FabricOptions& o, const std::string& my_key,
+                                             const std::string& mine) {
+  o.store->set(my_key, mine);
+  // Our key with our rank's number replaced by each rank's.
+  const std::string stem = my_key.substr(0, my_key.rfind('/') + 1);
   std::vector<std::string> keys;
-  for (int r = 0; r < o.size; ++r) keys.push_back(host_key(o.name, r));
+  for (int r = 0; r < o.size; ++r) keys.push_back(stem + std::to_string(r));
   try {
     o.store->wait(keys, o.config.connect_timeout);
   } catch (const Error& e) {
@@ -75,26 +83,29 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
   const ErrorContext ctx{.rank = options.rank, .op = "fabric setup"};
   if (!options.store) throw invalid_usage("a fabric needs a store", ctx);
   const std::string& choice = options.config.transport;
-  // In auto mode, ranks on different hosts meet over UCX when both have an RDMA NIC that
-  // UCX drives; each says so with its identity, so that both sides of a pair agree.
-  const bool rdma_here = choice == "auto" && ucx_sees_rdma(options.config);
-  // Published as "<host identity>\n<machine identity>\n<rdma|>" (none holds a newline).
+  // Published as "<host identity>\n<machine identity>" (neither holds a newline).
   std::vector<std::string> ids = exchange_identities(
-      options, host_identity(options.config) + "\n" + machine_identity() + "\n" +
-                   (rdma_here ? "rdma" : ""));
+      options, host_key(options.name, options.rank),
+      host_identity(options.config) + "\n" + machine_identity());
   std::vector<std::string> machines(ids.size());
-  std::vector<bool> rdma(ids.size(), false);
   for (size_t r = 0; r < ids.size(); ++r) {
     const size_t cut = ids[r].find('\n');
     if (cut == std::string::npos) continue;
     machines[r] = ids[r].substr(cut + 1);
     ids[r].resize(cut);
-    const size_t cut2 = machines[r].find('\n');
-    if (cut2 == std::string::npos) continue;
-    rdma[r] = machines[r].substr(cut2 + 1) == "rdma";
-    machines[r].resize(cut2);
   }
   std::vector<int> host_of = host_indices(ids);
+  // In auto mode, ranks on different hosts meet over UCX when both have an RDMA NIC that
+  // UCX drives. Asked only of a job that spans hosts (every rank sees the same identities,
+  // so all of them ask, or none): a one-host job never loads UCX.
+  std::vector<bool> rdma(ids.size(), false);
+  const bool several_hosts =
+      std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
+  if (choice == "auto" && several_hosts) {
+    const std::vector<std::string> flags = exchange_identities(
+        options, rdma_key(options.name, options.rank), ucx_sees_rdma(options.config) ? "rdma" : "-");
+    for (size_t r = 0; r < flags.size(); ++r) rdma[r] = flags[r] == "rdma";
+  }
 
   std::vector<int> local, remote, over_ucx;
   for (int r = 0; r < options.size; ++r) {

@@ -81,6 +81,21 @@ TEST(TuneCli, QuickTcpRunWritesAFileThatInfoReports) {
   EXPECT_NE(info.output.find("tcp.alpha_us = "), std::string::npos) << info.output;
 }
 
+// The ucx provider is measured like the others (here over UCX's tcp transport), and a job
+// over it reads the constants back.
+TEST(TuneCli, QuickUcxRunMeasuresTheUcxProvider) {
+  TempDir dir;
+  const std::string out = dir.file("tune.conf");
+  JobResult r = tune({"-n", "2", "--quick", "--providers", "ucx", "--out", out},
+                     {{"PLAIT_UCX_TLS", "tcp"}});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("ucx "), std::string::npos) << r.output;
+  const transport::TunedCosts costs = transport::load_tuned_costs_file(out);
+  ASSERT_TRUE(costs.found) << r.output;
+  expect_positive(costs, "ucx", "alpha_us");
+  expect_positive(costs, "ucx", "beta_bytes_per_us");
+}
+
 TEST(TuneCli, InfoSaysWhenThereIsNoTuneFile) {
   TempDir dir;
   JobResult info = run_command({plait_bin(), "info"},

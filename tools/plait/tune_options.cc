@@ -16,7 +16,7 @@ std::vector<std::string> split_providers(const std::string& text) {
     const std::string name = text.substr(start, comma - start);
     if (std::find(std::begin(kTunableProviders), std::end(kTunableProviders), name) ==
         std::end(kTunableProviders))
-      throw invalid_usage("--providers: unknown provider '" + name + "' (known: shm, tcp)");
+      throw invalid_usage("--providers: unknown provider '" + name + "' (known: shm, tcp, ucx)");
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
     start = comma + 1;
   }
@@ -66,15 +66,15 @@ TuneOptions parse_tune_args(const std::vector<std::string>& args) {
 }
 
 std::string tune_usage() {
-  return "usage: plait tune [-n N] [--providers shm,tcp] [--out FILE] [--quick] [-v]\n"
+  return "usage: plait tune [-n N] [--providers shm,tcp,ucx] [--out FILE] [--quick] [-v]\n"
          "Measures this machine's cost constants and writes them where the cost model\n"
          "reads them (PLAIT_TUNE_FILE, else $XDG_CACHE_HOME/plait/tune.conf, else\n"
          "~/.cache/plait/tune.conf). Per provider: ping-pong between ranks 0 and 1, sizes\n"
          "8 B .. 4 MiB, a least-squares fit of alpha (latency) and beta (bandwidth) to the\n"
          "one-way times; on this host: the reduction (f32 sum) and memcpy bandwidths.\n"
          "  -n N              ranks to launch on this host (default 2; inside a job: its ranks)\n"
-         "  --providers LIST  comma-separated, of shm, tcp (default shm,tcp); one that cannot\n"
-         "                    start here is reported and skipped\n"
+         "  --providers LIST  comma-separated, of shm, tcp, ucx (default shm,tcp); one that\n"
+         "                    cannot start here is reported and skipped\n"
          "  --out FILE        where to write (default: as above); values not measured in this\n"
          "                    run are kept from the file already there\n"
          "  --quick           few sizes and repetitions (seconds; for tests, not for tuning)\n"

@@ -20,7 +20,7 @@ struct TuneOptions {
 };
 
 // The providers `--providers` accepts.
-inline constexpr const char* kTunableProviders[] = {"shm", "tcp"};
+inline constexpr const char* kTunableProviders[] = {"shm", "tcp", "ucx"};
 
 // Throws plait::Error(kInvalidUsage) naming the offending argument.
 TuneOptions parse_tune_args(const std::vector<std::string>& args);

@@ -1,6 +1,6 @@
 // Who progresses the UCX worker: a caller polling one of our completion queues does it
 // inline (try-lock: it never waits for the thread), and the progress thread otherwise. The
-// thread sleeps on the worker's wake-up fd once ucp_worker_arm() says nothing is pending;
+// thread sleeps on the worker's wake-up fd once ucx().ucp_worker_arm() says nothing is pending;
 // `sleeping_` is set before the arm, so a caller that posts work after it wakes the thread
 // (track()), and one that posted before it made the arm report busy.
 //
@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "core/log.h"
+#include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 
 namespace plait::transport::ucx {
@@ -31,7 +32,7 @@ constexpr auto kPollerCheck = std::chrono::microseconds(500);
 
 bool UcxFabric::drain_locked() {
   bool any = false;
-  while (ucp_worker_progress(w_.worker) != 0) any = true;
+  while (ucx().ucp_worker_progress(w_.worker) != 0) any = true;
   return any;
 }
 
@@ -80,7 +81,7 @@ void UcxFabric::progress_loop() {
     {
       std::lock_guard lock(worker_mu_);
       sleeping_.store(true, std::memory_order_seq_cst);
-      armed = ucp_worker_arm(w_.worker);
+      armed = ucx().ucp_worker_arm(w_.worker);
     }
     if (armed == UCS_OK && !stop_requested_.load()) {
       epoll_event events[8];
@@ -150,7 +151,7 @@ void UcxFabric::on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
     f.fail_peer(p,
                 orderly ? "rank " + std::to_string(p) + " shut down its fabric"
                         : "rank " + std::to_string(p) + "'s UCX endpoint failed: " +
-                              ucs_status_string(status) +
+                              ucx().ucs_status_string(status) +
                               " (the process died, or its host is unreachable)",
                 orderly);
     return;
@@ -184,7 +185,7 @@ void UcxFabric::await_requests(const std::vector<OpRef>& ops) {
       if (in.op && ending.count(in.op.get())) out.push_back(request);
     return out;
   };
-  for (void* r : pending()) ucp_request_cancel(w_.worker, r);
+  for (void* r : pending()) ucx().ucp_request_cancel(w_.worker, r);
   const Deadline deadline = Deadline::after(std::max(config_.timeout, std::chrono::milliseconds(1000)));
   while (!pending().empty()) {
     drain_locked();

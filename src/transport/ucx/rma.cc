@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 
 namespace plait::transport::ucx {
@@ -154,7 +155,7 @@ ucs_status_t UcxFabric::on_reply(void* arg, const void* header, size_t header_by
         p.user_data = &f;
         InFlight in;
         in.op = op;
-        f.track(ucp_am_recv_data_nbx(f.w_.worker, data, op->local, length, &p), std::move(in),
+        f.track(ucx().ucp_am_recv_data_nbx(f.w_.worker, data, op->local, length, &p), std::move(in),
                 [](UcxFabric& f, InFlight& in, ucs_status_t status) {
                   if (status == UCS_OK) f.succeed(*in.op);
                   else f.fail_with_status(*in.op, status, "read");
@@ -221,7 +222,7 @@ ucs_status_t UcxFabric::on_rma(void* arg, const void* header, size_t header_byte
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.recv_am = &UcxFabric::on_recv_data_done;
       p.user_data = &f;
-      f.track(ucp_am_recv_data_nbx(f.w_.worker, data, bounce, length, &p), std::move(in),
+      f.track(ucx().ucp_am_recv_data_nbx(f.w_.worker, data, bounce, length, &p), std::move(in),
               [](UcxFabric& f, InFlight& in, ucs_status_t status) {
                 if (status == UCS_OK)
                   f.apply_write(in.rma.source, in.rma, in.payload.data(), in.payload.size());

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 
 namespace plait::transport::ucx {
@@ -32,7 +33,7 @@ ucp_request_param_t UcxFabric::send_param(uint32_t flags) {
 ucs_status_ptr_t UcxFabric::am_send(int peer, AmId id, const void* header, size_t header_bytes,
                                     const void* data, size_t bytes, uint32_t flags) {
   ucp_request_param_t p = send_param(flags);
-  return ucp_am_send_nbx(w_.eps[peer], id, header, header_bytes, data, bytes, &p);
+  return ucx().ucp_am_send_nbx(w_.eps[peer], id, header, header_bytes, data, bytes, &p);
 }
 
 void UcxFabric::send_tracked(int peer, AmId id, InFlight in, const void* data, size_t bytes,
@@ -47,7 +48,7 @@ void UcxFabric::track(ucs_status_ptr_t request, InFlight in, RequestDone done) {
     if (done) done(*this, in, UCS_PTR_STATUS(request));
     return;
   }
-  // UCX calls back only from ucp_worker_progress(), which needs worker_mu_, held here.
+  // UCX calls back only from ucx().ucp_worker_progress(), which needs worker_mu_, held here.
   in_flight_.emplace(request, std::move(in));
   // A caller that polls progresses the worker; else the sleeping thread must.
   if (sleeping_.load(std::memory_order_seq_cst) && pollers_.load(std::memory_order_seq_cst) == 0)
@@ -62,7 +63,7 @@ void UcxFabric::on_request_done(void* request, ucs_status_t status, void* user_d
     f.in_flight_.erase(it);
     if (in.done) in.done(f, in, status);
   }
-  ucp_request_free(request);
+  ucx().ucp_request_free(request);
 }
 
 void UcxFabric::on_recv_data_done(void* request, ucs_status_t status, size_t,
@@ -78,7 +79,7 @@ void UcxFabric::fail_with_status(Op& op, ucs_status_t status, const char* what) 
   } else if (status == UCS_ERR_CANCELED) {
     fail(op, aborted_error("cancelled", context_of(op)));
   } else {
-    fail_remote(op, std::string("UCX ") + what + " failed: " + ucs_status_string(status));
+    fail_remote(op, std::string("UCX ") + what + " failed: " + ucx().ucs_status_string(status));
   }
 }
 
@@ -147,7 +148,7 @@ void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
     if (m.rendezvous) {
       std::lock_guard lock(worker_mu_);
       if (receive_rendezvous(op, m.rndv_desc, m.length) == UCS_OK)
-        ucp_am_data_release(w_.worker, m.rndv_desc);  // dropped: the send completes
+        ucx().ucp_am_data_release(w_.worker, m.rndv_desc);  // dropped: the send completes
       m.rndv_desc = nullptr;
     } else {
       deliver_buffered(*op, m);  // eager entries are complete when queued
@@ -166,7 +167,7 @@ ucs_status_t UcxFabric::receive_rendezvous(const OpRef& recv, void* desc, uint64
   p.user_data = this;
   InFlight in;
   in.op = recv;
-  track(ucp_am_recv_data_nbx(w_.worker, desc, recv->local, length, &p), std::move(in),
+  track(ucx().ucp_am_recv_data_nbx(w_.worker, desc, recv->local, length, &p), std::move(in),
         [](UcxFabric& f, InFlight& in, ucs_status_t status) {
           if (status == UCS_OK) f.succeed(*in.op);
           else f.fail_with_status(*in.op, status, "receive");

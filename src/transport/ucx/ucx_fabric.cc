@@ -1,3 +1,4 @@
+#include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 
 #include "core/log.h"

@@ -2,7 +2,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <ucp/api/ucp.h>
+
+#include "transport/ucx/ucx_api.h"
 
 #include <sstream>
 
@@ -29,29 +30,31 @@ std::string UcxInfo::resource_list() const {
 
 UcxInfo ucx_info(const Config& config) {
   UcxInfo info;
+  const UcxApi* api = load_ucx(&info.error);
+  if (!api) return info;
   ucp_config_t* uc = nullptr;
-  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &uc); s != UCS_OK) {
-    info.error = std::string("ucp_config_read: ") + ucs_status_string(s);
+  if (ucs_status_t s = api->ucp_config_read(nullptr, nullptr, &uc); s != UCS_OK) {
+    info.error = std::string("ucp_config_read: ") + api->ucs_status_string(s);
     return info;
   }
-  if (!config.ucx_tls.empty()) ucp_config_modify(uc, "TLS", config.ucx_tls.c_str());
+  if (!config.ucx_tls.empty()) api->ucp_config_modify(uc, "TLS", config.ucx_tls.c_str());
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP;
   ucp_context_h context = nullptr;
-  const ucs_status_t s = ucp_init(&params, uc, &context);
-  ucp_config_release(uc);
+  const ucs_status_t s = api->init(&params, uc, &context);
+  api->ucp_config_release(uc);
   if (s != UCS_OK) {
-    info.error = std::string("ucp_init: ") + ucs_status_string(s);
+    info.error = std::string("ucp_init: ") + api->ucs_status_string(s);
     return info;
   }
-  info.version = ucp_get_version_string();
+  info.version = api->ucp_get_version_string();
   // UCP has no API that lists a context's resources; its printout does
   // ("#      resource 1  :  md 1  dev 1  flags -- tcp/lo").
   char* text = nullptr;
   size_t bytes = 0;
   if (FILE* f = ::open_memstream(&text, &bytes)) {
-    ucp_context_print_info(context, f);
+    api->ucp_context_print_info(context, f);
     ::fclose(f);
     std::istringstream lines(std::string(text, bytes));
     ::free(text);
@@ -67,7 +70,7 @@ UcxInfo ucx_info(const Config& config) {
       info.resources.push_back({res.substr(0, slash), res.substr(slash + 1)});
     }
   }
-  ucp_cleanup(context);
+  api->ucp_cleanup(context);
   return info;
 }
 

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "transport/host_identity.h"
+#include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 
 namespace plait::transport::ucx {
@@ -46,10 +47,10 @@ ucs_log_func_rc_t quiet_probe(const char*, unsigned, const char*, ucs_log_level_
 
 void install_log_filter() {
   static std::once_flag once;
-  std::call_once(once, [] { ucs_log_push_handler(&quiet_probe); });
+  std::call_once(once, [] { ucx().ucs_log_push_handler(&quiet_probe); });
 }
 
-std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+std::string status_text(ucs_status_t s) { return ucx().ucs_status_string(s); }
 
 [[noreturn]] void fail_setup(const char* call, ucs_status_t s) {
   throw Error(ErrorCategory::kSystem, std::string(call) + " failed: " + status_text(s),
@@ -62,7 +63,7 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
-// The transports of an endpoint's lanes, as ucp_ep_print_info() names them
+// The transports of an endpoint's lanes, as ucx().ucp_ep_print_info() names them
 // ("lane[0]:  2:tcp/lo.0 md[1] ..."): the part before the '/' of each lane's resource.
 std::set<std::string> endpoint_transports(ucp_ep_h ep) {
   std::set<std::string> out;
@@ -70,7 +71,7 @@ std::set<std::string> endpoint_transports(ucp_ep_h ep) {
   size_t bytes = 0;
   FILE* f = ::open_memstream(&text, &bytes);
   if (!f) return out;
-  ucp_ep_print_info(ep, f);
+  ucx().ucp_ep_print_info(ep, f);
   ::fclose(f);
   std::string s(text, bytes);
   ::free(text);
@@ -88,8 +89,8 @@ std::set<std::string> endpoint_transports(ucp_ep_h ep) {
 }  // namespace
 
 void Worker::reset() {
-  if (worker) ucp_worker_destroy(worker);
-  if (context) ucp_cleanup(context);
+  if (worker) ucx().ucp_worker_destroy(worker);
+  if (context) ucx().ucp_cleanup(context);
   worker = nullptr;
   context = nullptr;
 }
@@ -102,18 +103,18 @@ void UcxFabric::set_handler(AmId id, ucp_am_recv_callback_t cb) {
   p.cb = cb;
   p.arg = this;
   p.flags = UCP_AM_FLAG_WHOLE_MSG;
-  if (ucs_status_t s = ucp_worker_set_am_recv_handler(w_.worker, &p); s != UCS_OK)
+  if (ucs_status_t s = ucx().ucp_worker_set_am_recv_handler(w_.worker, &p); s != UCS_OK)
     fail_setup("ucp_worker_set_am_recv_handler", s);
 }
 
 void UcxFabric::setup_worker(const FabricOptions& o) {
   ucp_config_t* config = nullptr;
-  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
+  if (ucs_status_t s = ucx().ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
     fail_setup("ucp_config_read", s);
   // PLAIT_UCX_TLS wins over UCX_TLS (which ucp_config_read took from the environment).
   if (!o.config.ucx_tls.empty()) {
-    if (ucs_status_t s = ucp_config_modify(config, "TLS", o.config.ucx_tls.c_str()); s != UCS_OK) {
-      ucp_config_release(config);
+    if (ucs_status_t s = ucx().ucp_config_modify(config, "TLS", o.config.ucx_tls.c_str()); s != UCS_OK) {
+      ucx().ucp_config_release(config);
       throw invalid_usage("PLAIT_UCX_TLS=" + o.config.ucx_tls + " is not a transport list UCX "
                               "accepts: " + status_text(s),
                           {.rank = rank_, .op = "ucx fabric setup"});
@@ -126,16 +127,16 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
   params.mt_workers_shared = 0;
   params.estimated_num_eps = static_cast<size_t>(std::max(1, size_ - 1));
   params.name = "plait";
-  ucs_status_t s = ucp_init(&params, config, &w_.context);
-  ucp_config_release(config);
+  ucs_status_t s = ucx().init(&params, config, &w_.context);
+  ucx().ucp_config_release(config);
   if (s != UCS_OK) fail_setup("ucp_init", s);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // worker_mu_ serializes our threads
-  if ((s = ucp_worker_create(w_.context, &wp, &w_.worker)) != UCS_OK)
+  if ((s = ucx().ucp_worker_create(w_.context, &wp, &w_.worker)) != UCS_OK)
     fail_setup("ucp_worker_create", s);
-  if ((s = ucp_worker_get_efd(w_.worker, &w_.efd)) != UCS_OK) fail_setup("ucp_worker_get_efd", s);
+  if ((s = ucx().ucp_worker_get_efd(w_.worker, &w_.efd)) != UCS_OK) fail_setup("ucp_worker_get_efd", s);
   set_handler(kAmHello, [](void* arg, const void* header, size_t header_bytes, void*, size_t,
                            const ucp_am_recv_param_t*) -> ucs_status_t {
     auto& f = *static_cast<UcxFabric*>(arg);
@@ -158,14 +159,14 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
 
   ucp_address_t* address = nullptr;
   size_t address_bytes = 0;
-  if ((s = ucp_worker_get_address(w_.worker, &address, &address_bytes)) != UCS_OK)
+  if ((s = ucx().ucp_worker_get_address(w_.worker, &address, &address_bytes)) != UCS_OK)
     fail_setup("ucp_worker_get_address", s);
   const auto* first = reinterpret_cast<const uint8_t*>(address);
   // The process first: whoever sees our address finds it.
   o.store->set(process_key(o.name, rank_),
                host_identity(o.config) + "\n" + std::to_string(::getpid()));
   o.store->set(address_key(o.name, rank_), Bytes(first, first + address_bytes));
-  ucp_worker_release_address(w_.worker, address);
+  ucx().ucp_worker_release_address(w_.worker, address);
 }
 
 // An endpoint in error handling mode peer, or, where UCX cannot detect a dead peer on the
@@ -181,7 +182,7 @@ void UcxFabric::create_endpoint(const FabricOptions& o, int peer, const Bytes& a
   ep.err_handler.arg = this;
   install_log_filter();
   t_probing_endpoint = true;
-  ucs_status_t s = ucp_ep_create(w_.worker, &ep, &w_.eps[peer]);
+  ucs_status_t s = ucx().ucp_ep_create(w_.worker, &ep, &w_.eps[peer]);
   t_probing_endpoint = false;
   if (s == UCS_ERR_UNREACHABLE) {
     const std::string process = o.store->get_string(process_key(o.name, peer),
@@ -189,7 +190,7 @@ void UcxFabric::create_endpoint(const FabricOptions& o, int peer, const Bytes& a
     const size_t cut = process.rfind('\n');
     if (cut != std::string::npos && process.substr(0, cut) == host_identity(o.config)) {
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-      s = ucp_ep_create(w_.worker, &ep, &w_.eps[peer]);
+      s = ucx().ucp_ep_create(w_.worker, &ep, &w_.eps[peer]);
       Peer& p = *peers_[peer];
       p.pid = std::stoi(process.substr(cut + 1));
       if (s == UCS_OK && p.pid != ::getpid()) {
@@ -320,15 +321,15 @@ void UcxFabric::close_endpoints() {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = peers_[p]->failed.load() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(w_.eps[p], &param);
+    ucs_status_ptr_t r = ucx().ucp_ep_close_nbx(w_.eps[p], &param);
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
     w_.eps[p] = nullptr;
   }
   while (!closing.empty()) {
     drain_locked();
     for (auto it = closing.begin(); it != closing.end();) {
-      if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
-        ucp_request_free(*it);
+      if (ucx().ucp_request_check_status(*it) != UCS_INPROGRESS) {
+        ucx().ucp_request_free(*it);
         it = closing.erase(it);
       } else {
         ++it;
@@ -338,7 +339,7 @@ void UcxFabric::close_endpoints() {
       // UCX finishes these with the worker; their peers are gone or hung.
       log(LogLevel::kDebug, "rank ", rank_, ": ucx fabric '", name_, "': ", closing.size(),
           " endpoint(s) did not close within 2 s");
-      for (void* r : closing) ucp_request_free(r);
+      for (void* r : closing) ucx().ucp_request_free(r);
       break;
     }
     lock.unlock();
@@ -349,7 +350,7 @@ void UcxFabric::close_endpoints() {
   // the worker is destroyed with none outstanding.
   std::vector<void*> left;
   for (auto& [request, in] : in_flight_) left.push_back(request);
-  for (void* r : left) ucp_request_cancel(w_.worker, r);
+  for (void* r : left) ucx().ucp_request_cancel(w_.worker, r);
   drain_locked();
 }
 
