@@ -38,6 +38,7 @@ ucs_status_ptr_t UcxFabric::am_send(int peer, AmId id, const void* header, size_
 
 void UcxFabric::send_tracked(int peer, AmId id, InFlight in, const void* data, size_t bytes,
                              RequestDone done, uint32_t flags) {
+  in.peer = peer;
   ucs_status_ptr_t r = am_send(peer, id, in.header.data(), in.header.size(), data, bytes, flags);
   track(r, std::move(in), done);
 }

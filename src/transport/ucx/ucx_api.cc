@@ -1,6 +1,8 @@
 #include "transport/ucx/ucx_api.h"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <stdlib.h>
 
 #include <mutex>
 
@@ -63,6 +65,14 @@ Loaded load() {
   PLAIT_UCX_BIND(ucs, ucs_log_push_handler);
   PLAIT_UCX_BIND(ucs, ucs_status_string);
 #undef PLAIT_UCX_BIND
+  // libucs's constructor took over SIGSEGV, SIGBUS, SIGILL and SIGFPE (UCX_HANDLE_ERRORS,
+  // default "bt"). They are the application's: give them back, unless the user asked UCX for
+  // its handling. (Under AddressSanitizer, UCX's SIGSEGV handler also broke LeakSanitizer.)
+  if (std::getenv("UCX_HANDLE_ERRORS") == nullptr) {
+    using Disable = void (*)(int);
+    if (auto disable = reinterpret_cast<Disable>(::dlsym(ucs, "ucs_debug_disable_signal")))
+      for (int signum : {SIGSEGV, SIGBUS, SIGILL, SIGFPE}) disable(signum);
+  }
   return out;
 }
 

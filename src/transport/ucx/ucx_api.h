@@ -2,7 +2,8 @@
 // in every process that loads plait, and that installs UCX's own SIGSEGV / SIGBUS / SIGILL /
 // SIGFPE handlers (a UCX backtrace instead of the program's own crash handling): a PyTorch
 // job on shm and tcp would carry them without ever using UCX. Loaded here, UCX comes into a
-// process only with the ucx provider or `plait info`, and a host without libucx0 runs every
+// process only with the ucx provider or `plait info`, its signal handlers are given back to
+// the application (unless UCX_HANDLE_ERRORS is set), and a host without libucx0 runs every
 // other provider and says why ucx is missing.
 #pragma once
 

@@ -56,7 +56,7 @@ UcxFabric::UcxFabric(const FabricOptions& options)
     exchange_hellos(options);
   } catch (const Error& e) {
     // Peers that met us learn that we left (a goodbye), not a broken endpoint later.
-    if (w_.worker && !w_.eps.empty()) close_endpoints();
+    if (w_.worker && !w_.eps.empty() && !close_endpoints()) w_.abandon();
     throw e.with_context(ctx);
   }
   log(LogLevel::kInfo, "rank ", rank_, ": ucx fabric '", name_, "' over ",
@@ -69,8 +69,9 @@ UcxFabric::~UcxFabric() {
   stop_requested_.store(true);
   if (wake_fd_.valid()) wake_progress();
   if (progress_.joinable()) progress_.join();
-  close_endpoints();
+  const bool clean = close_endpoints();
   std::lock_guard lock(worker_mu_);
+  if (!clean) w_.abandon();
   w_.reset();
   in_flight_.clear();
 }

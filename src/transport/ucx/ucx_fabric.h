@@ -51,6 +51,8 @@ struct Worker {
   int efd = -1;               // the worker's wake-up fd (not ours to close)
   std::string transports;     // what UCX chose, for logs and `plait info`
   void reset();
+  // Forgets the worker and context without destroying them (left to the process's exit).
+  void abandon() { worker = nullptr, context = nullptr; }
   ~Worker() { reset(); }
 };
 
@@ -111,7 +113,8 @@ class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycl
   // A UCP request in flight for an op: its completion callback finds the op here, cancel()
   // and shutdown find the requests of ops they end. Under worker_mu_.
   struct InFlight {
-    OpRef op;  // null for the target's replies
+    OpRef op;      // null for the target's replies and setup messages
+    int peer = -1;  // whom a send goes to
     // Bytes UCX reads or writes until the request is done, when they are ours: a reply's
     // header and payload, a write's bounce buffer. Allocated once (a string moved into the
     // map keeps its heap buffer).
@@ -127,7 +130,7 @@ class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycl
   void setup_worker(const FabricOptions& options);
   void exchange_hellos(const FabricOptions& options);
   void create_endpoint(const FabricOptions& o, int peer, const Bytes& address);
-  void close_endpoints();
+  bool close_endpoints();
   void set_handler(AmId id, ucp_am_recv_callback_t cb);
 
   // --- requests (two_sided.cc) ---

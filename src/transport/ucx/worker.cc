@@ -302,29 +302,38 @@ void UcxFabric::exchange_hellos(const FabricOptions& o) {
   for (const std::string& t : transports) w_.transports += (w_.transports.empty() ? "" : ",") + t;
 }
 
-// Orderly: a goodbye to every live peer, then each endpoint flushed and closed, within a
-// bound; an endpoint that does not close in time (a peer that died meanwhile) is forced.
-void UcxFabric::close_endpoints() {
+// Orderly where it can be: a peer that is healthy and has nothing of ours in flight gets a
+// goodbye and its endpoint is flushed and closed; any other endpoint (a failed peer, or one
+// holding transfers that never finished: a silent host, abandoned operations) is closed by
+// force, which ends its requests. UCX asserts if its worker is destroyed with requests still
+// on an endpoint; returns false when that could happen (a close that did not finish within
+// its bound), and the caller then leaves the worker to the process's exit.
+bool UcxFabric::close_endpoints() {
   std::unique_lock lock(worker_mu_);
-  for (int p = 0; p < size_; ++p) {
-    if (!w_.eps[p] || peers_[p]->failed.load()) continue;
-    const int32_t source = rank_;
-    InFlight in;
-    in.header.assign(reinterpret_cast<const char*>(&source),
-                     reinterpret_cast<const char*>(&source + 1));
-    send_tracked(p, kAmGoodbye, std::move(in), nullptr, 0, nullptr);
+  std::vector<bool> stuck(size_, false);
+  for (const auto& [request, in] : in_flight_) {
+    const int p = in.op ? in.op->peer.load() : in.peer;
+    if (p >= 0 && p < size_) stuck[p] = true;
   }
   std::vector<void*> closing;
-  const Deadline deadline = Deadline::after(std::chrono::seconds(2));
   for (int p = 0; p < size_; ++p) {
     if (!w_.eps[p]) continue;
+    const bool force = stuck[p] || peers_[p]->failed.load();
+    if (!force) {
+      const int32_t source = rank_;
+      InFlight in;
+      in.header.assign(reinterpret_cast<const char*>(&source),
+                       reinterpret_cast<const char*>(&source + 1));
+      send_tracked(p, kAmGoodbye, std::move(in), nullptr, 0, nullptr);
+    }
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = peers_[p]->failed.load() ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t r = ucx().ucp_ep_close_nbx(w_.eps[p], &param);
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
     w_.eps[p] = nullptr;
   }
+  const Deadline deadline = Deadline::after(std::chrono::seconds(2));
   while (!closing.empty()) {
     drain_locked();
     for (auto it = closing.begin(); it != closing.end();) {
@@ -335,23 +344,22 @@ void UcxFabric::close_endpoints() {
         ++it;
       }
     }
-    if (deadline.expired()) {
-      // UCX finishes these with the worker; their peers are gone or hung.
-      log(LogLevel::kDebug, "rank ", rank_, ": ucx fabric '", name_, "': ", closing.size(),
-          " endpoint(s) did not close within 2 s");
-      for (void* r : closing) ucx().ucp_request_free(r);
-      break;
-    }
+    if (closing.empty() || deadline.expired()) break;
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     lock.lock();
   }
-  // Requests of abandoned ops (completions are no longer reported): cancelled, so that
-  // the worker is destroyed with none outstanding.
+  // Requests of abandoned ops (completions are no longer reported): cancelled.
   std::vector<void*> left;
   for (auto& [request, in] : in_flight_) left.push_back(request);
   for (void* r : left) ucx().ucp_request_cancel(w_.worker, r);
   drain_locked();
+  if (closing.empty() && in_flight_.empty()) return true;
+  log(LogLevel::kDebug, "rank ", rank_, ": ucx fabric '", name_, "': ", closing.size(),
+      " endpoint(s) did not close within 2 s and ", in_flight_.size(),
+      " transfer(s) are still in UCX; the worker is left to the process's exit");
+  for (void* r : closing) ucx().ucp_request_free(r);
+  return false;
 }
 
 }  // namespace plait::transport::ucx
