@@ -49,6 +49,21 @@ OpRef OpLifecycle::new_op(OpType type, int peer, PolicyCompletionQueue* cq, uint
   return op;
 }
 
+OpRef OpLifecycle::start_one_sided(OpType type, int peer, CompletionQueue* cq, uint64_t context,
+                                   void* local, size_t len) {
+  const char* what = to_string(type).data();  // the names are literals
+  check_peer(peer, what);
+  PolicyCompletionQueue* q = checked_cq(cq, what);
+  const bool atomic = type == OpType::kFetchAdd || type == OpType::kCompareSwap;
+  if (!local && (len > 0 || atomic))
+    throw invalid_usage(atomic ? "null result pointer" : "null buffer",
+                        call_context(peer, what, len));
+  OpRef op = new_op(type, peer, q, context);
+  op->local = static_cast<char*>(local);
+  op->length = len;
+  return admit(op) ? op : nullptr;
+}
+
 bool OpLifecycle::admit(const OpRef& op) {
   ops_.add(op);
   const int peer = op->peer.load();

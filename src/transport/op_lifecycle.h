@@ -43,6 +43,11 @@ class OpLifecycle {
 
   // --- ops ---
   OpRef new_op(OpType type, int peer, PolicyCompletionQueue* cq, uint64_t context);
+  // A one-sided call's checks and its op, admitted: `local` is the buffer of `len` bytes
+  // (atomics: the 8-byte result). Throws kInvalidUsage for a bad peer or queue or a null
+  // buffer; returns null when the op already failed because its peer is gone.
+  OpRef start_one_sided(OpType type, int peer, CompletionQueue* cq, uint64_t context, void* local,
+                        size_t len);
   // Puts the op in the table; false if it already failed because its peer is gone. After
   // add(): either the failed peer's sweep sees this op, or we see the flag it set first.
   bool admit(const OpRef& op);

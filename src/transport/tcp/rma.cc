@@ -28,13 +28,8 @@ std::shared_ptr<const std::atomic<bool>> finished_flag(const OpRef& op) {
 void TcpFabric::write(int peer, const void* local, size_t len, const RemoteKey& rk,
                       uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
                       uint64_t context) {
-  check_peer(peer, "write");
-  PolicyCompletionQueue* q = checked_cq(cq, "write");
-  if (!local && len > 0) throw invalid_usage("null buffer", call_context(peer, "write", len));
-  OpRef op = new_op(OpType::kWrite, peer, q, context);
-  op->local = const_cast<char*>(static_cast<const char*>(local));
-  op->length = len;
-  if (!admit(op)) return;
+  OpRef op = start_one_sided(OpType::kWrite, peer, cq, context, const_cast<void*>(local), len);
+  if (!op) return;
 
   const size_t n = pieces(len);
   op->parts_left.store(n);  // one acknowledgement per piece
@@ -58,13 +53,8 @@ void TcpFabric::write(int peer, const void* local, size_t len, const RemoteKey& 
 
 void TcpFabric::read(int peer, void* local, size_t len, const RemoteKey& rk,
                      uint64_t remote_offset, CompletionQueue* cq, uint64_t context) {
-  check_peer(peer, "read");
-  PolicyCompletionQueue* q = checked_cq(cq, "read");
-  if (!local && len > 0) throw invalid_usage("null buffer", call_context(peer, "read", len));
-  OpRef op = new_op(OpType::kRead, peer, q, context);
-  op->local = static_cast<char*>(local);
-  op->length = len;
-  if (!admit(op)) return;
+  OpRef op = start_one_sided(OpType::kRead, peer, cq, context, local, len);
+  if (!op) return;
 
   const size_t n = pieces(len);
   op->parts_left.store(n);  // one response per piece
@@ -97,14 +87,9 @@ void TcpFabric::compare_swap(int peer, uint64_t* result, const RemoteKey& rk,
 void TcpFabric::start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
                              bool compare_swap, uint64_t arg0, uint64_t arg1,
                              CompletionQueue* cq, uint64_t context) {
-  const char* name = compare_swap ? "compare_swap" : "fetch_add";
-  check_peer(peer, name);
-  PolicyCompletionQueue* q = checked_cq(cq, name);
-  if (!result) throw invalid_usage("null result pointer", call_context(peer, name, 8));
-  OpRef op = new_op(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, q, context);
-  op->local = reinterpret_cast<char*>(result);
-  op->length = sizeof(uint64_t);
-  if (!admit(op)) return;
+  OpRef op = start_one_sided(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, cq,
+                             context, result, sizeof(uint64_t));
+  if (!op) return;
 
   op->parts_left.store(1);
   Frame f;

@@ -45,13 +45,8 @@ void UcxFabric::submit_rma(const OpRef& op, const RmaHeader& h, const void* data
 void UcxFabric::write(int peer, const void* local, size_t len, const RemoteKey& rk,
                       uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
                       uint64_t context) {
-  check_peer(peer, "write");
-  PolicyCompletionQueue* q = checked_cq(cq, "write");
-  if (!local && len > 0) throw invalid_usage("null buffer", call_context(peer, "write", len));
-  OpRef op = new_op(OpType::kWrite, peer, q, context);
-  op->local = const_cast<char*>(static_cast<const char*>(local));
-  op->length = len;
-  if (!admit(op)) return;
+  OpRef op = start_one_sided(OpType::kWrite, peer, cq, context, const_cast<void*>(local), len);
+  if (!op) return;
   RmaHeader h;
   h.source = rank_;
   h.kind = RmaKind::kWrite;
@@ -66,13 +61,8 @@ void UcxFabric::write(int peer, const void* local, size_t len, const RemoteKey& 
 
 void UcxFabric::read(int peer, void* local, size_t len, const RemoteKey& rk,
                      uint64_t remote_offset, CompletionQueue* cq, uint64_t context) {
-  check_peer(peer, "read");
-  PolicyCompletionQueue* q = checked_cq(cq, "read");
-  if (!local && len > 0) throw invalid_usage("null buffer", call_context(peer, "read", len));
-  OpRef op = new_op(OpType::kRead, peer, q, context);
-  op->local = static_cast<char*>(local);
-  op->length = len;
-  if (!admit(op)) return;
+  OpRef op = start_one_sided(OpType::kRead, peer, cq, context, local, len);
+  if (!op) return;
   RmaHeader h;
   h.source = rank_;
   h.kind = RmaKind::kRead;
@@ -98,14 +88,9 @@ void UcxFabric::compare_swap(int peer, uint64_t* result, const RemoteKey& rk,
 void UcxFabric::start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
                              bool compare_swap, uint64_t arg0, uint64_t arg1,
                              CompletionQueue* cq, uint64_t context) {
-  const char* name = compare_swap ? "compare_swap" : "fetch_add";
-  check_peer(peer, name);
-  PolicyCompletionQueue* q = checked_cq(cq, name);
-  if (!result) throw invalid_usage("null result pointer", call_context(peer, name, 8));
-  OpRef op = new_op(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, q, context);
-  op->local = reinterpret_cast<char*>(result);
-  op->length = sizeof(uint64_t);
-  if (!admit(op)) return;
+  OpRef op = start_one_sided(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, cq,
+                             context, result, sizeof(uint64_t));
+  if (!op) return;
   RmaHeader h;
   h.source = rank_;
   h.kind = compare_swap ? RmaKind::kCompareSwap : RmaKind::kFetchAdd;

@@ -290,7 +290,7 @@ void UcxFabric::exchange_hellos(const FabricOptions& o) {
       if (!peers_[p]->failed.load()) quiet.push_back(p);
     if (!quiet.empty()) what += " no hello came from rank(s) " + rank_list(quiet) + ";";
     for (int p : silent)
-      if (peers_[p]->failed.load()) what += " " + peers_[p]->reason() + ";";
+      if (peers_[p]->failed.load()) what.append(" ").append(peers_[p]->reason()).append(";");
     what.pop_back();
     throw timeout_error(what, {.rank = rank_, .op = "ucx fabric setup"});
   }

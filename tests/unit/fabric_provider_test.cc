@@ -1,120 +1,43 @@
-// The UCX provider with ranks as threads of this process, each with its own Fabric (its own
-// UCP worker) sharing one in-process store; every test runs over UCX's tcp transport and
-// over its shared-memory transports (UCX_TLS-style lists in PLAIT_UCX_TLS).
+// The transport unit tests every provider must pass, over tcp and ucx (UCX's tcp and
+// shared-memory transports): ranks as threads of this process (fabric_pair.h). Sizes and
+// protocols, ordering, truncation, any source, all-to-all, one-sided operations and their
+// refusals, cancellation, peers that leave or never come. tcp's own tests (its streams, the
+// job token of its handshake) are in tcp_fabric_test.cc.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstring>
-#include <numeric>
-#include <set>
 #include <algorithm>
-#include <cctype>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 #include <thread>
 
 #include "core/clock.h"
-#include "fabric_test_support.h"
-#include "plait/store.h"
-#include "transport/fabric.h"
+#include "fabric_pair.h"
 
 namespace plait::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace test;
 
-// The UCX transports a test runs over (set by the fixture's parameter).
-std::string g_tls = "tcp";
-
-Config test_config() {
-  Config c;
-  c.connect_timeout = 10s;
-  c.timeout = 10s;
-  c.ucx_tls = g_tls;
-  return c;
-}
-
-FabricOptions options_for(int rank, int size, std::shared_ptr<Store> store, const Config& config,
-                          const std::string& token = "job-secret") {
-  return test::fabric_options(rank, size, std::move(store), config, token, "test");
-}
-
-// Creates `size` fabrics concurrently (creation blocks until the mesh is up).
-std::vector<std::unique_ptr<Fabric>> make_fabrics(int size, const Config& config) {
-  return test::make_fabrics_concurrently(size, [&](int r, std::shared_ptr<Store> store) {
-    return create_ucx_fabric(options_for(r, size, std::move(store), config));
-  });
-}
-
-Completion wait_one(CompletionQueue& cq) {
-  Completion c;
-  EXPECT_TRUE(cq.wait(&c, 20s)) << "no completion within 20 s";
-  return c;
-}
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 11));
-  return v;
-}
-
-// Two ranks and a completion queue each.
-class UcxPair : public ::testing::TestWithParam<std::string> {
+// A pair over each provider.
+class ProviderPair : public FabricPair, public ::testing::WithParamInterface<ProviderCase> {
  protected:
   void SetUp() override {
-    g_tls = GetParam();
-    start(test_config());
+    g_case = GetParam();
+    FabricPair::SetUp();
   }
-  // Fabrics go first: a completion may still be on its way into a queue.
-  void TearDown() override {
-    f_.clear();
-    cqs_.clear();
-  }
-  void start(const Config& config) {
-    TearDown();
-    f_ = make_fabrics(2, config);
-    for (auto& f : f_) cqs_.push_back(f->create_cq());
-  }
-  Fabric& f(int r) { return *f_[r]; }
-  CompletionQueue& cq(int r) { return *cqs_[r]; }
-  size_t threshold() { return f(0).cost_model().eager_threshold; }
-
-  // Sends `data` 0 -> 1 and checks what arrives, with the recv posted first or last.
-  void round_trip(const std::vector<uint8_t>& data, bool recv_first) {
-    std::vector<uint8_t> out(data.size() + 16, 0xee);
-    auto post_recv = [&] { f(1).recv(0, out.data(), out.size(), 77, &cq(1), 2); };
-    if (recv_first) post_recv();
-    f(0).send(1, data.data(), data.size(), 77, 0xabcdef0123ull, &cq(0), 1);
-    if (!recv_first) {
-      std::this_thread::sleep_for(20ms);  // lets an eager message arrive unexpected
-      post_recv();
-    }
-    Completion s = wait_one(cq(0)), r = wait_one(cq(1));
-    ASSERT_TRUE(s.ok()) << s.error->what();
-    ASSERT_TRUE(r.ok()) << r.error->what();
-    EXPECT_EQ(s.op, OpType::kSend);
-    EXPECT_EQ(s.context, 1u);
-    EXPECT_EQ(r.op, OpType::kRecv);
-    EXPECT_EQ(r.context, 2u);
-    EXPECT_EQ(r.peer, 0);
-    EXPECT_EQ(r.tag, 77u);
-    EXPECT_EQ(r.bytes, data.size());
-    EXPECT_EQ(r.header, 0xabcdef0123ull);
-    EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin())) << data.size() << " bytes";
-    EXPECT_EQ(out[data.size()], 0xee) << "wrote past the message";
-  }
-
-  std::vector<std::unique_ptr<Fabric>> f_;
-  std::vector<std::unique_ptr<CompletionQueue>> cqs_;
 };
 
-// Tests that make their own fabrics, over each transport list.
-class UcxJob : public ::testing::TestWithParam<std::string> {
+// Tests that make their own fabrics, over each provider.
+class ProviderJob : public ::testing::TestWithParam<ProviderCase> {
  protected:
-  void SetUp() override { g_tls = GetParam(); }
+  void SetUp() override { g_case = GetParam(); }
 };
 
-TEST_P(UcxPair, CapabilitiesAndCostModel) {
-  EXPECT_EQ(f(0).capabilities().provider, "ucx");
+TEST_P(ProviderPair, CapabilitiesAndCostModel) {
+  EXPECT_EQ(f(0).capabilities().provider, GetParam().provider);
   EXPECT_TRUE(f(0).capabilities().rma);
   EXPECT_GT(threshold(), 0u);
   EXPECT_EQ(f(1).rank(), 1);
@@ -122,18 +45,18 @@ TEST_P(UcxPair, CapabilitiesAndCostModel) {
   EXPECT_FALSE(f(0).peer_failed(1));
 }
 
-TEST_P(UcxPair, SendRecvSizesWithRecvPostedFirst) {
+TEST_P(ProviderPair, SendRecvSizesWithRecvPostedFirst) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{4095}, threshold() - 1, threshold(),
                    size_t{(1 << 20) + 3}, size_t{16 << 20}})
     round_trip(pattern(n, static_cast<uint8_t>(n)), /*recv_first=*/true);
 }
 
-TEST_P(UcxPair, UnexpectedEagerAndRendezvousMessages) {
+TEST_P(ProviderPair, UnexpectedEagerAndRendezvousMessages) {
   for (size_t n : {size_t{0}, size_t{100}, threshold() - 1, threshold(), size_t{3 << 20}})
     round_trip(pattern(n, 3), /*recv_first=*/false);
 }
 
-TEST_P(UcxPair, SpinPolicyWorksToo) {
+TEST_P(ProviderPair, SpinPolicyWorksToo) {
   Config config = test_config();
   config.wait_policy = WaitPolicy::kSpin;
   start(config);
@@ -141,7 +64,7 @@ TEST_P(UcxPair, SpinPolicyWorksToo) {
   round_trip(pattern(threshold(), 2), false);
 }
 
-TEST_P(UcxPair, ManyMessagesOfOneTagMatchInSendOrder) {
+TEST_P(ProviderPair, ManyMessagesOfOneTagMatchInSendOrder) {
   // Alternating eager and rendezvous sizes: matching order must still be send order.
   constexpr int kCount = 60;
   const size_t big = threshold() + 5;
@@ -162,7 +85,7 @@ TEST_P(UcxPair, ManyMessagesOfOneTagMatchInSendOrder) {
   for (int i = 0; i < kCount; ++i) EXPECT_TRUE(wait_one(cq(0)).ok());
 }
 
-TEST_P(UcxPair, EagerBurstThatFillsTheSocketArrivesIntactWithBuffersReusedAtCompletion) {
+TEST_P(ProviderPair, EagerBurstThatFillsTheSocketArrivesIntactWithBuffersReusedAtCompletion) {
   // An eager send may complete inside the call (written, or copied behind a full socket):
   // the sender overwrites its one buffer as soon as each send completes, ~128 MiB in a
   // burst, so the socket fills and later sends queue behind the copied remainder.
@@ -199,7 +122,7 @@ TEST_P(UcxPair, EagerBurstThatFillsTheSocketArrivesIntactWithBuffersReusedAtComp
   receiver.join();
 }
 
-TEST_P(UcxPair, TagsMatchOutOfOrder) {
+TEST_P(ProviderPair, TagsMatchOutOfOrder) {
   uint64_t a = 111, b = 222, got_a = 0, got_b = 0;
   f(0).send(1, &a, 8, /*tag=*/1, 0, &cq(0), 0);
   f(0).send(1, &b, 8, /*tag=*/2, 0, &cq(0), 0);
@@ -211,7 +134,7 @@ TEST_P(UcxPair, TagsMatchOutOfOrder) {
   EXPECT_EQ(got_b, 222u);
 }
 
-TEST_P(UcxPair, TruncationFailsTheRecvAndKeepsTheStreamUsable) {
+TEST_P(ProviderPair, TruncationFailsTheRecvAndKeepsTheStreamUsable) {
   for (size_t n : {size_t{100}, threshold() * 2}) {
     auto data = pattern(n, 1);
     std::vector<uint8_t> small(50, 0);
@@ -228,7 +151,7 @@ TEST_P(UcxPair, TruncationFailsTheRecvAndKeepsTheStreamUsable) {
   }
 }
 
-TEST_P(UcxJob, AnySourceReceivesFromEveryPeer) {
+TEST_P(ProviderJob, AnySourceReceivesFromEveryPeer) {
   auto f = make_fabrics(3, test_config());
   auto cq0 = f[0]->create_cq(), cq1 = f[1]->create_cq(), cq2 = f[2]->create_cq();
   uint64_t from1 = 1, from2 = 2, got[2] = {0, 0};
@@ -248,7 +171,7 @@ TEST_P(UcxJob, AnySourceReceivesFromEveryPeer) {
   EXPECT_TRUE(wait_one(*cq2).ok());
 }
 
-TEST_P(UcxJob, FourRanksAllToAll) {
+TEST_P(ProviderJob, FourRanksAllToAll) {
   constexpr int kSize = 4;
   auto f = make_fabrics(kSize, test_config());
   std::vector<std::unique_ptr<CompletionQueue>> cq;
@@ -272,7 +195,7 @@ TEST_P(UcxJob, FourRanksAllToAll) {
       }
 }
 
-TEST_P(UcxJob, SingleRankJobHasNobodyToReceiveFrom) {
+TEST_P(ProviderJob, SingleRankJobHasNobodyToReceiveFrom) {
   auto f = make_fabrics(1, test_config());
   auto cq = f[0]->create_cq();
   char buf[8];
@@ -282,7 +205,7 @@ TEST_P(UcxJob, SingleRankJobHasNobodyToReceiveFrom) {
   EXPECT_EQ(c.error->category(), ErrorCategory::kRemote);
 }
 
-TEST_P(UcxPair, InvalidArgumentsThrowAtTheCall) {
+TEST_P(ProviderPair, InvalidArgumentsThrowAtTheCall) {
   char buf[8];
   EXPECT_THROW(f(0).send(5, buf, 8, 0, 0, &cq(0), 0), Error);
   EXPECT_THROW(f(0).send(0, buf, 8, 0, 0, &cq(0), 0), Error);  // self
@@ -292,10 +215,10 @@ TEST_P(UcxPair, InvalidArgumentsThrowAtTheCall) {
 
 // --- one-sided ---
 
-class UcxRma : public UcxPair {
+class ProviderRma : public ProviderPair {
  protected:
   void SetUp() override {
-    UcxPair::SetUp();
+    ProviderPair::SetUp();
     target_.assign(kRegion, 0);
     region_ = f(1).register_memory(target_.data(), kRegion, kAccessAll);
     rk_ = region_->remote_key();
@@ -305,7 +228,7 @@ class UcxRma : public UcxPair {
   // Runs an op on rank 0 and returns its completion.
   void TearDown() override {
     region_.reset();
-    UcxPair::TearDown();  // before imm_cq_, which rank 1 delivers into
+    ProviderPair::TearDown();  // before imm_cq_, which rank 1 delivers into
   }
   Completion done() { return wait_one(cq(0)); }
   void expect_denied(const Completion& c, const std::string& fragment) {
@@ -326,7 +249,7 @@ class UcxRma : public UcxPair {
   std::unique_ptr<CompletionQueue> imm_cq_;
 };
 
-TEST_P(UcxRma, WriteAndReadSmallAndStriped) {
+TEST_P(ProviderRma, WriteAndReadSmallAndStriped) {
   for (size_t n : {size_t{1}, size_t{4096}, size_t{(5 << 20) + 3}}) {
     auto data = pattern(n, static_cast<uint8_t>(n));
     f(0).write(1, data.data(), n, rk_, 17, std::nullopt, &cq(0), 5);
@@ -346,7 +269,7 @@ TEST_P(UcxRma, WriteAndReadSmallAndStriped) {
   }
 }
 
-TEST_P(UcxRma, WriteWithImmediateNotifiesTheTargetAfterTheData) {
+TEST_P(ProviderRma, WriteWithImmediateNotifiesTheTargetAfterTheData) {
   for (size_t n : {size_t{0}, size_t{64}, size_t{(3 << 20) + 1}}) {
     auto data = pattern(n, 4);
     f(0).write(1, data.data(), n, rk_, 128, 0xfeed0000u + static_cast<uint32_t>(n), &cq(0), 0);
@@ -363,7 +286,7 @@ TEST_P(UcxRma, WriteWithImmediateNotifiesTheTargetAfterTheData) {
   }
 }
 
-TEST_P(UcxRma, AtomicsApplyOnTheTarget) {
+TEST_P(ProviderRma, AtomicsApplyOnTheTarget) {
   uint64_t* word = reinterpret_cast<uint64_t*>(target_.data() + 64);
   *word = 10;
   uint64_t old = 0;
@@ -383,7 +306,7 @@ TEST_P(UcxRma, AtomicsApplyOnTheTarget) {
   EXPECT_EQ(*word, 100u);
 }
 
-TEST_P(UcxRma, ConcurrentFetchAddsFromTwoInitiatorsAllLand) {
+TEST_P(ProviderRma, ConcurrentFetchAddsFromTwoInitiatorsAllLand) {
   auto f2 = make_fabrics(3, test_config());
   std::vector<uint64_t> counter(1, 0);
   auto region = f2[0]->register_memory(counter.data(), 8, kAccessRemoteAtomic);
@@ -402,7 +325,7 @@ TEST_P(UcxRma, ConcurrentFetchAddsFromTwoInitiatorsAllLand) {
   for (uint64_t i = 0; i < 400; ++i) EXPECT_EQ(olds[i], i);
 }
 
-TEST_P(UcxRma, OutOfBoundsIsDeniedAndLeavesMemoryUntouched) {
+TEST_P(ProviderRma, OutOfBoundsIsDeniedAndLeavesMemoryUntouched) {
   auto data = pattern(64, 1);
   f(0).write(1, data.data(), 64, rk_, kRegion - 32, 7u, &cq(0), 0);
   expect_denied(done(), "key " + [&] {
@@ -431,7 +354,7 @@ TEST_P(UcxRma, OutOfBoundsIsDeniedAndLeavesMemoryUntouched) {
   ASSERT_TRUE(done().ok());
 }
 
-TEST_P(UcxRma, BadKeyAccessFlagsAlignmentAndDeregistration) {
+TEST_P(ProviderRma, BadKeyAccessFlagsAlignmentAndDeregistration) {
   auto data = pattern(16, 1);
   RemoteKey bad = rk_;
   bad.key ^= 0x5555;
@@ -457,7 +380,7 @@ TEST_P(UcxRma, BadKeyAccessFlagsAlignmentAndDeregistration) {
   EXPECT_TRUE(target_untouched());
 }
 
-TEST_P(UcxRma, DeregistrationWhileWritesLandIsSafe) {
+TEST_P(ProviderRma, DeregistrationWhileWritesLandIsSafe) {
   std::vector<uint8_t> mem(1 << 20, 0);
   auto region = f(1).register_memory(mem.data(), mem.size(), kAccessRemoteWrite);
   const RemoteKey rk = region->remote_key();
@@ -477,7 +400,7 @@ TEST_P(UcxRma, DeregistrationWhileWritesLandIsSafe) {
   EXPECT_TRUE(std::all_of(mem.begin(), mem.end(), [](uint8_t b) { return b == 0x77; }));
 }
 
-TEST_P(UcxRma, ZeroLengthOpsSucceed) {
+TEST_P(ProviderRma, ZeroLengthOpsSucceed) {
   f(0).write(1, nullptr, 0, rk_, kRegion, std::nullopt, &cq(0), 0);
   EXPECT_TRUE(done().ok());
   f(0).read(1, nullptr, 0, rk_, 0, &cq(0), 0);
@@ -486,7 +409,7 @@ TEST_P(UcxRma, ZeroLengthOpsSucceed) {
 
 // --- cancel ---
 
-TEST_P(UcxPair, CancelAbortsPostedRecvsAndLeavesBuffersAlone) {
+TEST_P(ProviderPair, CancelAbortsPostedRecvsAndLeavesBuffersAlone) {
   auto other = f(1).create_cq();
   std::vector<uint8_t> cancelled(4 << 20, 0x11);
   f(1).recv(0, cancelled.data(), 100, 3, &cq(1), 1);
@@ -511,7 +434,7 @@ TEST_P(UcxPair, CancelAbortsPostedRecvsAndLeavesBuffersAlone) {
   EXPECT_TRUE(std::all_of(cancelled.begin(), cancelled.end(), [](uint8_t b) { return b == 0x11; }));
 }
 
-TEST_P(UcxPair, CancelDuringATransferStopsWritesAndKeepsStreamsInSync) {
+TEST_P(ProviderPair, CancelDuringATransferStopsWritesAndKeepsStreamsInSync) {
   const size_t n = 16 << 20;
   auto data = pattern(n, 8);
   std::vector<uint8_t> dst(n, 0);
@@ -537,7 +460,7 @@ TEST_P(UcxPair, CancelDuringATransferStopsWritesAndKeepsStreamsInSync) {
 
 // --- failures and setup ---
 
-TEST_P(UcxJob, MissingRankTimesOutNamingIt) {
+TEST_P(ProviderJob, MissingRankTimesOutNamingIt) {
   auto store = make_hash_store();
   Config config = test_config();
   config.connect_timeout = 500ms;
@@ -546,19 +469,19 @@ TEST_P(UcxJob, MissingRankTimesOutNamingIt) {
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       try {
-        create_ucx_fabric(options_for(r, 3, store, config));
+        create_for(options_for(r, 3, store, config));
       } catch (const Error& e) {
         if (e.category() == ErrorCategory::kTimeout) messages[r] = e.what();
       }
     });
   for (auto& t : threads) t.join();
   for (const auto& m : messages) {
-    EXPECT_NE(m.find("rank(s) 2 never published a UCX address"), std::string::npos) << m;
-    EXPECT_EQ(m.find("no hello came"), std::string::npos) << "ranks 0 and 1 did meet: " << m;
+    EXPECT_NE(m.find(GetParam().never_published), std::string::npos) << m;
+    EXPECT_EQ(m.find(GetParam().did_not_meet), std::string::npos) << "ranks 0 and 1 did meet: " << m;
   }
 }
 
-TEST_P(UcxPair, PeerShutdownFailsPendingAndLaterOps) {
+TEST_P(ProviderPair, PeerShutdownFailsPendingAndLaterOps) {
   char buf[16];
   f(0).recv(1, buf, sizeof buf, 1, &cq(0), 7);
   f_[1].reset();  // orderly: goodbye, then close
@@ -575,7 +498,7 @@ TEST_P(UcxPair, PeerShutdownFailsPendingAndLaterOps) {
   EXPECT_EQ(c.error->category(), ErrorCategory::kRemote);
 }
 
-TEST_P(UcxPair, MessageSentBeforePeerLeftIsStillDelivered) {
+TEST_P(ProviderPair, MessageSentBeforePeerLeftIsStillDelivered) {
   uint64_t v = 99, got = 0;
   f(1).send(0, &v, 8, 1, 0, &cq(1), 0);
   ASSERT_TRUE(wait_one(cq(1)).ok());
@@ -590,7 +513,7 @@ TEST_P(UcxPair, MessageSentBeforePeerLeftIsStillDelivered) {
 // --- measurements (printed, not asserted) ---
 
 // Ping-pong of 8-byte messages between two threads, then 64 MiB transfers, per wait policy.
-TEST_P(UcxJob, ReportsLatencyAndThroughput) {
+TEST_P(ProviderJob, ReportsLatencyAndThroughput) {
   for (WaitPolicy policy : {WaitPolicy::kBlock, WaitPolicy::kHybrid}) {
     Config config = test_config();
     config.wait_policy = policy;
@@ -630,30 +553,29 @@ TEST_P(UcxJob, ReportsLatencyAndThroughput) {
       ASSERT_TRUE(wait_one(*cq0).ok());
       best = std::min(best, seconds_since(t0));
     }
-    std::printf("[ report ] ucx fabric over %s, wait %s: 8-byte one-way latency %.1f us; "
+    std::printf("[ report ] %s fabric, wait %s: 8-byte one-way latency %.1f us; "
                 "64 MiB send/recv %.2f GB/s (best of %d)\n",
-                g_tls.c_str(), policy == WaitPolicy::kBlock ? "block" : "hybrid", one_way_us,
-                n / best / 1e9, kReps);
+                g_case.name.c_str(), policy == WaitPolicy::kBlock ? "block" : "hybrid",
+                one_way_us, n / best / 1e9, kReps);
   }
 }
 
-// UCX's tcp transport (what a host without an RDMA NIC has), and its shared-memory ones
-// (posix / sysv mappings, cma for large copies); on a host with an RDMA NIC,
-// PLAIT_TEST_UCX_TLS=rc (or dc, ud, "rc,sm"...) adds a run over it (docs/ucx.md).
-std::vector<std::string> transports_to_test() {
-  std::vector<std::string> out = {"tcp", "sm"};
-  if (const char* extra = std::getenv("PLAIT_TEST_UCX_TLS"); extra && *extra) out.push_back(extra);
+// tcp; ucx over UCX's tcp transport (what a host without an RDMA NIC has) and over its
+// shared-memory ones (posix / sysv mappings, cma for large copies); on a host with an RDMA
+// NIC, PLAIT_TEST_UCX_TLS=rc (or dc, ud, "rc,sm"...) adds ucx over it (docs/ucx.md).
+std::vector<ProviderCase> providers_to_test() {
+  std::vector<ProviderCase> out = {tcp_case(), ucx_case("tcp"), ucx_case("sm")};
+  if (const char* extra = std::getenv("PLAIT_TEST_UCX_TLS"); extra && *extra)
+    out.push_back(ucx_case(extra));
   return out;
 }
-const auto kTransports = ::testing::ValuesIn(transports_to_test());
-std::string transport_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name;
-  for (char c : info.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
+const auto kProviders = ::testing::ValuesIn(providers_to_test());
+std::string case_name(const ::testing::TestParamInfo<ProviderCase>& info) {
+  return info.param.name;
 }
-INSTANTIATE_TEST_SUITE_P(Ucx, UcxPair, kTransports, transport_name);
-INSTANTIATE_TEST_SUITE_P(Ucx, UcxRma, kTransports, transport_name);
-INSTANTIATE_TEST_SUITE_P(Ucx, UcxJob, kTransports, transport_name);
+INSTANTIATE_TEST_SUITE_P(Providers, ProviderPair, kProviders, case_name);
+INSTANTIATE_TEST_SUITE_P(Providers, ProviderRma, kProviders, case_name);
+INSTANTIATE_TEST_SUITE_P(Providers, ProviderJob, kProviders, case_name);
 
 }  // namespace
 }  // namespace plait::transport
