@@ -64,6 +64,21 @@ OpRef OpLifecycle::start_one_sided(OpType type, int peer, CompletionQueue* cq, u
   return admit(op) ? op : nullptr;
 }
 
+OpRef OpLifecycle::start_recv(int peer, void* buf, size_t capacity, uint64_t tag,
+                              CompletionQueue* cq, uint64_t context,
+                              std::shared_ptr<std::atomic<bool>> sibling) {
+  if (peer != kAnySource) check_peer(peer, "recv");
+  PolicyCompletionQueue* q = checked_cq(cq, "recv");
+  if (!buf && capacity > 0) throw invalid_usage("null buffer", call_context(peer, "recv", capacity));
+  OpRef op = new_op(OpType::kRecv, peer, q, context);
+  op->local = static_cast<char*>(buf);
+  op->length = capacity;
+  op->tag = tag;
+  op->sibling = std::move(sibling);
+  ops_.add(op);
+  return op;
+}
+
 bool OpLifecycle::admit(const OpRef& op) {
   ops_.add(op);
   const int peer = op->peer.load();

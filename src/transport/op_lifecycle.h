@@ -48,6 +48,10 @@ class OpLifecycle {
   // buffer; returns null when the op already failed because its peer is gone.
   OpRef start_one_sided(OpType type, int peer, CompletionQueue* cq, uint64_t context, void* local,
                         size_t len);
+  // A receive call's checks and its op, in the op table (not yet matched): `peer` may be
+  // kAnySource; `sibling` is set for a copy posted on several providers.
+  OpRef start_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                   uint64_t context, std::shared_ptr<std::atomic<bool>> sibling);
   // Puts the op in the table; false if it already failed because its peer is gone. After
   // add(): either the failed peer's sweep sees this op, or we see the flag it set first.
   bool admit(const OpRef& op);

@@ -129,15 +129,7 @@ void UcxFabric::recv_any_sibling(void* buf, size_t capacity, uint64_t tag, Compl
 void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
                           CompletionQueue* cq, uint64_t context,
                           std::shared_ptr<std::atomic<bool>> sibling) {
-  if (peer != kAnySource) check_peer(peer, "recv");
-  PolicyCompletionQueue* q = checked_cq(cq, "recv");
-  if (!buf && capacity > 0) throw invalid_usage("null buffer", call_context(peer, "recv", capacity));
-  OpRef op = new_op(OpType::kRecv, peer, q, context);
-  op->local = static_cast<char*>(buf);
-  op->length = capacity;
-  op->tag = tag;
-  op->sibling = std::move(sibling);
-  ops_.add(op);
+  OpRef op = start_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
 
   Matcher::Posted posted = matcher_.post(op);
   if (op->done()) {  // a sibling copy on another provider matched first
