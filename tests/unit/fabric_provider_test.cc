@@ -400,6 +400,31 @@ TEST_P(ProviderRma, DeregistrationWhileWritesLandIsSafe) {
   EXPECT_TRUE(std::all_of(mem.begin(), mem.end(), [](uint8_t b) { return b == 0x77; }));
 }
 
+// A provider that caches what it learnt of a peer's region (ucx: the packed remote key)
+// forgets it at deregistration: the old key is refused, the same memory under a new key works.
+TEST_P(ProviderRma, ReRegisteredMemoryIsReachableOnlyUnderItsNewKey) {
+  std::vector<uint64_t> mem(64, 0);
+  uint64_t value = 1;
+  for (int round = 0; round < 3; ++round) {
+    auto region = f(1).register_memory(mem.data(), 512, kAccessAll);
+    const RemoteKey rk = region->remote_key();
+    for (int i = 0; i < 4; ++i) {
+      f(0).write(1, &value, 8, rk, 8 * i, std::nullopt, &cq(0), 0);
+      ASSERT_TRUE(done().ok());
+      uint64_t old = 0;
+      f(0).fetch_add(1, &old, rk, 8 * i, 1, &cq(0), 0);
+      ASSERT_TRUE(done().ok());
+      EXPECT_EQ(old, value);
+      EXPECT_EQ(mem[i], value + 1);
+    }
+    region.reset();
+    f(0).write(1, &value, 8, rk, 0, std::nullopt, &cq(0), 0);
+    expect_denied(done(), "is not registered");
+    EXPECT_EQ(mem[0], value + 1);
+    ++value;
+  }
+}
+
 TEST_P(ProviderRma, ZeroLengthOpsSucceed) {
   f(0).write(1, nullptr, 0, rk_, kRegion, std::nullopt, &cq(0), 0);
   EXPECT_TRUE(done().ok());

@@ -1,14 +1,21 @@
-// One-sided operations over the UCX provider, checked by the target: a request travels as an
-// active message (kAmRma, a write's data with it), the target's worker checks it against the
-// memory registry (key, bounds, access, alignment) before touching memory, applies it under
-// the region's pin, and answers (kAmReply: done, the read data, the old value, or why it
-// refused). This works over every UCX transport and keeps the registry's contract (after
-// deregistration returns, nothing touches the region); UCX still moves a large write or read
-// reply by rendezvous. A write lands in a bounce buffer first and is copied in under the pin.
+// One-sided operations over the UCX provider, the initiator's side: UCP's own put, get and
+// atomics on the target's memory, which the target mapped with ucp_mem_map (on a NIC with
+// RDMA, the target's CPU takes no part).
 //
-// With an immediate, the target delivers kRemoteWriteImm after the data is in place and
-// before it acknowledges, so the initiator's completion also means the target was told.
-#include <atomic>
+// plait's RemoteKey is {addr, length, key}, small and fixed, so that users can exchange it
+// any way they like. The packed UCP remote key (its size depends on the transports: tens to
+// hundreds of bytes) is fetched from the target on the first access to (peer, key), with the
+// region's base, length and access flags, and kept until the target revokes it. Every access
+// is checked here against that region (bounds, access flags, alignment, with the target's
+// words) before UCX is asked: a wrong key or an out-of-bounds access fails with the target's
+// reason and touches nothing.
+//
+// Completion: a read or an atomic completes when its data is here. A write completes once
+// an endpoint flush says it reached the target's memory (the same meaning as in the other
+// providers: a completed write can be followed by a message that says "it is there"). With
+// an immediate, the flush is followed by kAmImm; the target delivers kRemoteWriteImm and
+// answers, and the write completes on that answer: the data is in place before the target
+// hears of it, and when the initiator's write completes the target's queue has it.
 #include <cstring>
 
 #include "core/log.h"
@@ -24,299 +31,292 @@ std::vector<char> bytes_of(const T& value) {
   return std::vector<char>(p, p + sizeof value);
 }
 
-}  // namespace
-
-// --- initiator side ---
-
-void UcxFabric::submit_rma(const OpRef& op, const RmaHeader& h, const void* data, size_t bytes) {
-  InFlight in;
-  in.op = op;
-  in.header = bytes_of(h);
-  std::lock_guard lock(worker_mu_);
-  if (op->done()) return;
-  // The request's completion only says UCX is done with our buffer; the reply completes
-  // the op. A failed request fails it at once.
-  send_tracked(op->peer.load(), kAmRma, std::move(in), data, bytes,
-               [](UcxFabric& f, InFlight& in, ucs_status_t status) {
-                 if (status != UCS_OK) f.fail_with_status(*in.op, status, "one-sided request");
-               });
+AccessKind access_kind(OpType type) {
+  switch (type) {
+    case OpType::kWrite:
+      return AccessKind::kWrite;
+    case OpType::kRead:
+      return AccessKind::kRead;
+    default:
+      return AccessKind::kAtomic;
+  }
 }
+
+}  // namespace
 
 void UcxFabric::write(int peer, const void* local, size_t len, const RemoteKey& rk,
                       uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
                       uint64_t context) {
   OpRef op = start_one_sided(OpType::kWrite, peer, cq, context, const_cast<void*>(local), len);
   if (!op) return;
-  RmaHeader h;
-  h.source = rank_;
-  h.kind = RmaKind::kWrite;
-  h.has_imm = imm.has_value();
-  h.imm = imm.value_or(0);
-  h.op = op->id;
-  h.key = rk.key;
-  h.offset = remote_offset;
-  h.length = len;
-  submit_rma(op, h, local, len);
+  start_rma(op, {.type = OpType::kWrite, .key = rk.key, .offset = remote_offset, .length = len,
+                 .imm = imm});
 }
 
 void UcxFabric::read(int peer, void* local, size_t len, const RemoteKey& rk,
                      uint64_t remote_offset, CompletionQueue* cq, uint64_t context) {
   OpRef op = start_one_sided(OpType::kRead, peer, cq, context, local, len);
   if (!op) return;
-  RmaHeader h;
-  h.source = rank_;
-  h.kind = RmaKind::kRead;
-  h.op = op->id;
-  h.key = rk.key;
-  h.offset = remote_offset;
-  h.length = len;
-  submit_rma(op, h, nullptr, 0);
+  start_rma(op, {.type = OpType::kRead, .key = rk.key, .offset = remote_offset, .length = len});
 }
 
 void UcxFabric::fetch_add(int peer, uint64_t* result, const RemoteKey& rk,
                           uint64_t remote_offset, uint64_t add, CompletionQueue* cq,
                           uint64_t context) {
-  start_atomic(peer, result, rk, remote_offset, false, add, 0, cq, context);
+  OpRef op = start_one_sided(OpType::kFetchAdd, peer, cq, context, result, sizeof(uint64_t));
+  if (!op) return;
+  start_rma(op, {.type = OpType::kFetchAdd, .key = rk.key, .offset = remote_offset,
+                 .length = sizeof(uint64_t), .arg0 = add});
 }
 
 void UcxFabric::compare_swap(int peer, uint64_t* result, const RemoteKey& rk,
                              uint64_t remote_offset, uint64_t expected, uint64_t desired,
                              CompletionQueue* cq, uint64_t context) {
-  start_atomic(peer, result, rk, remote_offset, true, expected, desired, cq, context);
-}
-
-void UcxFabric::start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
-                             bool compare_swap, uint64_t arg0, uint64_t arg1,
-                             CompletionQueue* cq, uint64_t context) {
-  OpRef op = start_one_sided(compare_swap ? OpType::kCompareSwap : OpType::kFetchAdd, peer, cq,
-                             context, result, sizeof(uint64_t));
+  OpRef op = start_one_sided(OpType::kCompareSwap, peer, cq, context, result, sizeof(uint64_t));
   if (!op) return;
-  RmaHeader h;
-  h.source = rank_;
-  h.kind = compare_swap ? RmaKind::kCompareSwap : RmaKind::kFetchAdd;
-  h.op = op->id;
-  h.key = rk.key;
-  h.offset = offset;
-  h.length = sizeof(uint64_t);
-  h.arg0 = arg0;
-  h.arg1 = arg1;
-  submit_rma(op, h, nullptr, 0);
+  start_rma(op, {.type = OpType::kCompareSwap, .key = rk.key, .offset = remote_offset,
+                 .length = sizeof(uint64_t), .arg0 = expected, .arg1 = desired});
 }
 
-ucs_status_t UcxFabric::on_reply(void* arg, const void* header, size_t header_bytes, void* data,
-                                 size_t length, const ucp_am_recv_param_t* param) {
-  auto& f = *static_cast<UcxFabric*>(arg);
-  const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-  // Inside the callback, UCS_OK drops a rendezvous descriptor without pulling its data.
-  auto drop = [] { return UCS_OK; };
-  ReplyHeader r;
-  if (header_bytes != sizeof r) return drop();
-  std::memcpy(&r, header, sizeof r);
-  const int source = f.checked_source(r.source, "reply");
-  OpRef op = source < 0 ? nullptr : f.ops_.find(r.op);
-  if (!op || op->done() || op->peer.load() != source) return drop();  // cancelled or failed
-  if (r.denied) {
-    std::string why = rndv || length > kMaxDenialBytes
-                          ? std::string("refused by the target")
-                          : std::string(static_cast<const char*>(data), length);
-    f.fail(*op, invalid_usage(why, f.context_of(*op)));
-    return UCS_OK;
+void UcxFabric::start_rma(const OpRef& op, const RmaArgs& a) {
+  const int peer = op->peer.load();
+  std::lock_guard lock(worker_mu_);
+  if (op->done()) return;  // its peer failed meanwhile
+  auto [it, fresh] = remote_regions_.try_emplace({peer, a.key});
+  RemoteRegion& r = it->second;
+  if (r.ready) return issue_rma(op, a, r);
+  r.waiting.emplace_back(op, a);
+  if (!fresh) return;  // asked already
+  KeyRequest request;
+  request.source = rank_;
+  request.key = a.key;
+  InFlight in;
+  in.header = bytes_of(request);
+  in.rma = a;
+  send_tracked(peer, kAmKeyRequest, std::move(in), nullptr, 0,
+               [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+                 if (status != UCS_OK)
+                   f.fail_waiting(in.peer, in.rma.key,
+                                  std::string("UCX could not ask for the remote key: ") +
+                                      ucx().ucs_status_string(status));
+               },
+               UCP_AM_SEND_FLAG_EAGER);
+}
+
+void UcxFabric::fail_waiting(int peer, uint64_t key, const std::string& why) {
+  auto it = remote_regions_.find({peer, key});
+  if (it == remote_regions_.end() || it->second.ready) return;
+  std::vector<std::pair<OpRef, RmaArgs>> waiting = std::move(it->second.waiting);
+  remote_regions_.erase(it);
+  for (auto& [op, a] : waiting)
+    if (!op->done()) fail(*op, invalid_usage(why, context_of(*op)));
+}
+
+void UcxFabric::issue_rma(const OpRef& op, const RmaArgs& a, const RemoteRegion& r) {
+  if (op->done()) return;
+  const int peer = op->peer.load();
+  if (!w_.eps[peer]) return fail_with_status(*op, UCS_ERR_NOT_CONNECTED, "one-sided operation");
+  std::string denial =
+      access_denial(a.key, r.base, r.length, r.access, a.offset, a.length, access_kind(a.type));
+  if (!denial.empty()) {
+    fail(*op, invalid_usage("remote access denied by rank " + std::to_string(peer) + ": " +
+                                denial, context_of(*op)));
+    return;
   }
-  switch (op->type) {
+  switch (a.type) {
     case OpType::kWrite:
-      f.succeed(*op);
-      return drop();
-    case OpType::kRead:
-      if (length != op->length) {
-        f.fail_remote(*op, "rank " + std::to_string(source) + " answered a read of " +
-                               std::to_string(op->length) + " bytes with " +
-                               std::to_string(length));
-        return UCS_OK;
-      }
-      if (rndv) {
-        ucp_request_param_t p{};
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        p.cb.recv_am = &UcxFabric::on_recv_data_done;
-        p.user_data = &f;
-        InFlight in;
-        in.op = op;
-        f.track(ucx().ucp_am_recv_data_nbx(f.w_.worker, data, op->local, length, &p), std::move(in),
-                [](UcxFabric& f, InFlight& in, ucs_status_t status) {
-                  if (status == UCS_OK) f.succeed(*in.op);
-                  else f.fail_with_status(*in.op, status, "read");
-                });
-        return UCS_INPROGRESS;
-      }
-      if (length > 0) {
-        std::shared_lock guard(f.user_memory_guard_);
-        if (op->done()) return UCS_OK;
-        std::memcpy(op->local, data, length);
-      }
-      f.succeed(*op);
-      return UCS_OK;
-    default: {  // atomics
-      {
-        std::shared_lock guard(f.user_memory_guard_);
-        if (op->done()) return drop();
-        std::memcpy(op->local, &r.value, sizeof r.value);
-      }
-      f.succeed(*op);
-      return drop();
+      return post_write(op, a, r);
+    case OpType::kRead: {
+      if (a.length == 0) return succeed(*op);
+      ucp_request_param_t p = send_param();
+      InFlight in;
+      in.op = op;
+      in.peer = peer;
+      track(ucx().ucp_get_nbx(w_.eps[peer], op->local, a.length, r.base + a.offset, r.rkey, &p),
+            std::move(in), [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+              if (status == UCS_OK) f.succeed(*in.op);
+              else f.fail_with_status(*in.op, status, "get");
+            });
+      return;
     }
+    default:
+      return post_atomic(op, a, r);
   }
 }
 
-// --- target side (inside the worker's progress, under worker_mu_) ---
+void UcxFabric::post_write(const OpRef& op, const RmaArgs& a, const RemoteRegion& r) {
+  const int peer = op->peer.load();
+  if (a.length == 0 && !a.imm) return succeed(*op);
+  if (a.length > 0) {
+    ucp_request_param_t p = send_param();
+    InFlight in;
+    in.op = op;
+    in.peer = peer;
+    track(ucx().ucp_put_nbx(w_.eps[peer], op->local, a.length, r.base + a.offset, r.rkey, &p),
+          std::move(in), [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+            if (status != UCS_OK) f.fail_with_status(*in.op, status, "put");
+          });
+  }
+  // The flush completes once the put is in the target's memory.
+  ucp_request_param_t p = send_param();
+  InFlight in;
+  in.op = op;
+  in.peer = peer;
+  in.rma = a;
+  track(ucx().ucp_ep_flush_nbx(w_.eps[peer], &p), std::move(in),
+        [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+          Op& op = *in.op;
+          if (op.done()) return;
+          if (status != UCS_OK) return f.fail_with_status(op, status, "flush of a write");
+          if (!in.rma.imm) return f.succeed(op);
+          ImmHeader h;
+          h.source = f.rank_;
+          h.imm = *in.rma.imm;
+          h.op = op.id;
+          h.key = in.rma.key;
+          h.offset = in.rma.offset;
+          h.length = in.rma.length;
+          InFlight notify;
+          notify.op = in.op;
+          notify.header = bytes_of(h);
+          f.send_tracked(in.peer, kAmImm, std::move(notify), nullptr, 0,
+                         [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+                           if (status != UCS_OK)
+                             f.fail_with_status(*in.op, status, "immediate of a write");
+                         },
+                         UCP_AM_SEND_FLAG_EAGER);
+        });
+}
 
-ucs_status_t UcxFabric::on_rma(void* arg, const void* header, size_t header_bytes, void* data,
-                               size_t length, const ucp_am_recv_param_t* param) {
+void UcxFabric::post_atomic(const OpRef& op, const RmaArgs& a, const RemoteRegion& r) {
+  const int peer = op->peer.load();
+  // Our own operand and result words (UCX reads and writes them until it completes): the
+  // user's result is written only by a completion that still stands.
+  InFlight in;
+  in.op = op;
+  in.peer = peer;
+  in.payload.resize(2 * sizeof(uint64_t));
+  uint64_t* operand = reinterpret_cast<uint64_t*>(in.payload.data());
+  uint64_t* result = operand + 1;
+  ucp_request_param_t p = send_param();
+  p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+  p.datatype = ucp_dt_make_contig(sizeof(uint64_t));
+  p.reply_buffer = result;
+  ucp_atomic_op_t opcode;
+  if (a.type == OpType::kCompareSwap) {
+    opcode = UCP_ATOMIC_OP_CSWAP;  // compares with *operand, swaps in *result, returns old
+    *operand = a.arg0;
+    *result = a.arg1;
+  } else {
+    opcode = UCP_ATOMIC_OP_ADD;
+    *operand = a.arg0;
+  }
+  ucs_status_ptr_t request =
+      ucx().ucp_atomic_op_nbx(w_.eps[peer], opcode, operand, 1, r.base + a.offset, r.rkey, &p);
+  track(request, std::move(in), [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+    Op& op = *in.op;
+    if (status != UCS_OK) return f.fail_with_status(op, status, "atomic");
+    {
+      std::shared_lock guard(f.user_memory_guard_);
+      if (op.done()) return;
+      std::memcpy(op.local, in.payload.data() + sizeof(uint64_t), sizeof(uint64_t));
+    }
+    f.succeed(op);
+  });
+}
+
+ucs_status_t UcxFabric::on_key_reply(void* arg, const void* header, size_t header_bytes,
+                                     void* data, size_t length,
+                                     const ucp_am_recv_param_t* param) {
   auto& f = *static_cast<UcxFabric*>(arg);
-  const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-  RmaHeader h;
-  const int source =
-      header_bytes == sizeof h ? (std::memcpy(&h, header, sizeof h), f.checked_source(h.source, "rma"))
-                               : -1;
-  if (source < 0 || f.peers_[source]->failed.load() ||
-      (h.kind == RmaKind::kWrite ? length != h.length : length != 0)) {
-    if (source >= 0 && !f.peers_[source]->failed.load())
-      f.fail_peer(source, "rank " + std::to_string(source) + " sent a malformed one-sided request",
-                  false);
+  KeyReply k;
+  if (header_bytes != sizeof k) return UCS_OK;
+  std::memcpy(&k, header, sizeof k);
+  const int source = f.checked_source(k.source, "key reply");
+  if (source < 0 || !f.w_.eps[source]) return UCS_OK;
+  auto it = f.remote_regions_.find({source, k.key});
+  if (it == f.remote_regions_.end() || it->second.ready) return UCS_OK;
+  const std::string prefix = "remote access denied by rank " + std::to_string(source) + ": ";
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    f.fail_waiting(source, k.key, prefix + "its remote key came by rendezvous");
     return UCS_OK;
   }
-  switch (h.kind) {
-    case RmaKind::kWrite: {
-      if (!rndv) {
-        f.apply_write(source, h, static_cast<const char*>(data), length);
-        return UCS_OK;
-      }
-      // Refused before a byte moves: the initiator's data is never pulled.
-      std::string denial;
-      if (!f.registry_->check(h.key, h.offset, h.length, AccessKind::kWrite, &denial)) {
-        ReplyHeader r;
-        r.source = f.rank_;
-        r.denied = 1;
-        r.op = h.op;
-        f.answer(source, r, std::vector<char>(denial.begin(), denial.end()));
-        return UCS_OK;  // dropped: the initiator's data is never pulled
-      }
-      InFlight in;
-      in.payload.resize(length);
-      in.rma = h;
-      char* bounce = in.payload.data();
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-      p.cb.recv_am = &UcxFabric::on_recv_data_done;
-      p.user_data = &f;
-      f.track(ucx().ucp_am_recv_data_nbx(f.w_.worker, data, bounce, length, &p), std::move(in),
-              [](UcxFabric& f, InFlight& in, ucs_status_t status) {
-                if (status == UCS_OK)
-                  f.apply_write(in.rma.source, in.rma, in.payload.data(), in.payload.size());
-              });
-      return UCS_INPROGRESS;
-    }
-    case RmaKind::kRead:
-      f.serve_read(source, h);
-      break;
-    case RmaKind::kFetchAdd:
-    case RmaKind::kCompareSwap:
-      f.serve_atomic(source, h);
-      break;
-    default:
-      f.fail_peer(source, "rank " + std::to_string(source) + " sent a one-sided request of kind " +
-                              std::to_string(int(h.kind)), false);
+  if (k.denied) {
+    f.fail_waiting(source, k.key,
+                   prefix + std::string(static_cast<const char*>(data),
+                                        std::min<size_t>(length, kMaxDenialBytes)));
+    return UCS_OK;
   }
+  RemoteRegion& r = it->second;
+  if (length > 0) {
+    const ucs_status_t s = ucx().ucp_ep_rkey_unpack(f.w_.eps[source], data, &r.rkey);
+    if (s != UCS_OK) {
+      f.fail_waiting(source, k.key,
+                     "UCX could not unpack rank " + std::to_string(source) + "'s remote key " +
+                         format_key(k.key) + ": " + ucx().ucs_status_string(s));
+      return UCS_OK;
+    }
+  }
+  r.ready = true;
+  r.base = k.base;
+  r.length = k.length;
+  r.access = k.access;
+  std::vector<std::pair<OpRef, RmaArgs>> waiting = std::move(r.waiting);
+  for (auto& [op, a] : waiting) f.issue_rma(op, a, r);
   return UCS_OK;
 }
 
-void UcxFabric::apply_write(int peer, const RmaHeader& h, const char* data, size_t length) {
-  ReplyHeader r;
-  r.source = rank_;
-  r.op = h.op;
-  std::string denial;
-  if (RegionRef region = registry_->check(h.key, h.offset, length, AccessKind::kWrite, &denial)) {
-    if (auto pin = region->pin()) {
-      if (length > 0) std::memcpy(region->base() + h.offset, data, length);
-    } else {
-      denial = "key " + format_key(h.key) + " was deregistered";
-    }
-  }
-  if (denial.empty() && h.has_imm) deliver_imm(peer, h);
-  r.denied = !denial.empty();
-  answer(peer, r, std::vector<char>(denial.begin(), denial.end()));
-}
-
-void UcxFabric::serve_read(int peer, const RmaHeader& h) {
-  ReplyHeader r;
-  r.source = rank_;
-  r.op = h.op;
-  std::string denial;
-  std::vector<char> payload;
-  if (RegionRef region = registry_->check(h.key, h.offset, h.length, AccessKind::kRead, &denial)) {
-    if (auto pin = region->pin()) {
-      payload.assign(region->base() + h.offset, region->base() + h.offset + h.length);
-    } else {
-      denial = "key " + format_key(h.key) + " was deregistered";
-    }
-  }
-  r.denied = !denial.empty();
-  answer(peer, r, r.denied ? std::vector<char>(denial.begin(), denial.end()) : std::move(payload));
-}
-
-void UcxFabric::serve_atomic(int peer, const RmaHeader& h) {
-  ReplyHeader r;
-  r.source = rank_;
-  r.op = h.op;
-  std::string denial;
-  if (RegionRef region =
-          registry_->check(h.key, h.offset, sizeof(uint64_t), AccessKind::kAtomic, &denial)) {
-    if (auto pin = region->pin()) {
-      std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(region->base() + h.offset));
-      if (h.kind == RmaKind::kCompareSwap) {
-        uint64_t seen = h.arg0;
-        word.compare_exchange_strong(seen, h.arg1);
-        r.value = seen;  // the old value, whether or not it was swapped
-      } else {
-        r.value = word.fetch_add(h.arg0);
-      }
-    } else {
-      denial = "key " + format_key(h.key) + " was deregistered";
-    }
-  }
-  r.denied = !denial.empty();
-  answer(peer, r, std::vector<char>(denial.begin(), denial.end()));
-}
-
-void UcxFabric::answer(int peer, const ReplyHeader& r, std::vector<char> payload) {
-  if (!w_.eps[peer] || peers_[peer]->failed.load()) return;
-  if (r.denied) {
-    const std::string prefix = "remote access denied by rank " + std::to_string(rank_) + ": ";
-    payload.insert(payload.begin(), prefix.begin(), prefix.end());
-    if (payload.size() > kMaxDenialBytes) payload.resize(kMaxDenialBytes);
-  }
+ucs_status_t UcxFabric::on_key_revoke(void* arg, const void* header, size_t header_bytes, void*,
+                                      size_t, const ucp_am_recv_param_t*) {
+  auto& f = *static_cast<UcxFabric*>(arg);
+  KeyRevoke k;
+  if (header_bytes != sizeof k) return UCS_OK;
+  std::memcpy(&k, header, sizeof k);
+  const int source = f.checked_source(k.source, "key revocation");
+  if (source < 0 || f.peers_[source]->failed.load() || !f.w_.eps[source]) return UCS_OK;
   InFlight in;
-  in.header = bytes_of(r);
-  const char* data = payload.data();
-  const size_t bytes = payload.size();
-  in.payload = std::move(payload);  // a vector's move keeps its buffer where UCX reads it
-  send_tracked(peer, kAmReply, std::move(in), data, bytes, nullptr);
+  in.peer = source;
+  in.rma.key = k.key;
+  if (auto it = f.remote_regions_.find({source, k.key}); it != f.remote_regions_.end()) {
+    in.rkey = it->second.rkey;
+    f.fail_waiting(source, k.key, "remote access denied by rank " + std::to_string(source) +
+                                      ": " + unregistered_denial(k.key));
+    f.remote_regions_.erase({source, k.key});
+  }
+  // Every access made with the key so far reaches the target before it hears back.
+  ucp_request_param_t p = f.send_param();
+  f.track(ucx().ucp_ep_flush_nbx(f.w_.eps[source], &p), std::move(in),
+          [](UcxFabric& f, InFlight& in, ucs_status_t) {
+            if (in.rkey) ucx().ucp_rkey_destroy(in.rkey);
+            if (f.peers_[in.peer]->failed.load()) return;
+            KeyRevoke done;
+            done.source = f.rank_;
+            done.key = in.rma.key;
+            InFlight answer;
+            answer.header = bytes_of(done);
+            f.send_tracked(in.peer, kAmKeyRevoked, std::move(answer), nullptr, 0, nullptr,
+                           UCP_AM_SEND_FLAG_EAGER);
+          });
+  return UCS_OK;
 }
 
-void UcxFabric::deliver_imm(int peer, const RmaHeader& h) {
-  PolicyCompletionQueue* cq = imm_cq_.load();
-  if (!cq) {
-    log(LogLevel::kDebug, "rank ", rank_, ": dropped immediate ", h.imm, " from rank ", peer,
-        ": no immediate completion queue is set");
-    return;
-  }
-  if (reporting_stopped()) return;
-  Completion c;
-  c.op = OpType::kRemoteWriteImm;
-  c.peer = peer;
-  c.bytes = h.length;
-  c.imm = h.imm;
-  c.offset = h.offset;
-  c.key = h.key;
-  cq->push(std::move(c));
+ucs_status_t UcxFabric::on_imm_done(void* arg, const void* header, size_t header_bytes, void*,
+                                    size_t, const ucp_am_recv_param_t*) {
+  auto& f = *static_cast<UcxFabric*>(arg);
+  ImmDone d;
+  if (header_bytes != sizeof d) return UCS_OK;
+  std::memcpy(&d, header, sizeof d);
+  const int source = f.checked_source(d.source, "immediate answer");
+  OpRef op = source < 0 ? nullptr : f.ops_.find(d.op);
+  if (op && !op->done() && op->peer.load() == source && op->type == OpType::kWrite)
+    f.succeed(*op);
+  return UCS_OK;
+}
+
+void UcxFabric::forget_remote_regions() {
+  for (auto& [where, r] : remote_regions_)
+    if (r.rkey) ucx().ucp_rkey_destroy(r.rkey);
+  remote_regions_.clear();
 }
 
 }  // namespace plait::transport::ucx

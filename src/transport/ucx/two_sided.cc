@@ -32,6 +32,8 @@ ucp_request_param_t UcxFabric::send_param(uint32_t flags) {
 
 ucs_status_ptr_t UcxFabric::am_send(int peer, AmId id, const void* header, size_t header_bytes,
                                     const void* data, size_t bytes, uint32_t flags) {
+  // Closed (our fabric shuts down: a callback during the close may want to answer).
+  if (!w_.eps[peer]) return UCS_STATUS_PTR(UCS_ERR_NOT_CONNECTED);
   ucp_request_param_t p = send_param(flags);
   return ucx().ucp_am_send_nbx(w_.eps[peer], id, header, header_bytes, data, bytes, &p);
 }

@@ -62,6 +62,10 @@ UcxFabric::UcxFabric(const FabricOptions& options)
   log(LogLevel::kInfo, "rank ", rank_, ": ucx fabric '", name_, "' over ",
       w_.transports.empty() ? "no peers" : w_.transports);
   start_progress();
+  // Last: from here on every region of the registry (those registered before included) is
+  // mapped for UCX.
+  registry_->add_listener(this);
+  listening_ = true;
 }
 
 UcxFabric::~UcxFabric() {
@@ -69,9 +73,17 @@ UcxFabric::~UcxFabric() {
   stop_requested_.store(true);
   if (wake_fd_.valid()) wake_progress();
   if (progress_.joinable()) progress_.join();
+  // The registry (shared, it may outlive us) stops telling us about regions; ours stay
+  // registered for the other providers.
+  if (listening_) registry_->remove_listener(this);
   const bool clean = close_endpoints();
   std::lock_guard lock(worker_mu_);
-  if (!clean) w_.abandon();
+  if (clean) {
+    forget_remote_regions();
+    unmap_all();
+  } else {
+    w_.abandon();  // with its keys and mappings: UCX may still hold requests that use them
+  }
   w_.reset();
   in_flight_.clear();
 }

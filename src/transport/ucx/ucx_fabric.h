@@ -7,7 +7,10 @@
 //                   (error handling mode peer), the hello that proves every peer reachable,
 //                   orderly close
 //   two_sided.cc    tagged send/recv as UCP active messages matched by plait's TagMatcher
-//   rma.cc          write / read / atomics, checked by the target against the registry
+//   rma.cc          write / read / atomics by UCP put / get / atomics, checked by the
+//                   initiator against the target's region (fetched with its remote key)
+//   remote_keys.cc  the target's side: regions mapped with ucp_mem_map, packed keys served
+//                   on request, revoked (and flushed by every holder) before deregistration
 //   progress.cc     the progress thread (the worker's wake-up fd), inline progress by
 //                   pollers, endpoint errors
 //
@@ -19,7 +22,10 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -56,7 +62,10 @@ struct Worker {
   ~Worker() { reset(); }
 };
 
-class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycle {
+class UcxFabric final : public Fabric,
+                        public InlineProgress,
+                        private OpLifecycle,
+                        private RegistryListener {
  public:
   explicit UcxFabric(const FabricOptions& options);
   ~UcxFabric() override;
@@ -110,6 +119,36 @@ class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycl
     net::Fd pidfd;
     int pid = 0;
   };
+  // What a one-sided op asks for, kept while its region's key is fetched.
+  struct RmaArgs {
+    OpType type = OpType::kWrite;
+    uint64_t key = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint64_t arg0 = 0;  // fetch_add: the addend; compare_swap: the expected value
+    uint64_t arg1 = 0;  // compare_swap: the desired value
+    std::optional<uint32_t> imm;
+  };
+  // A peer's region as this initiator knows it: fetched once per (peer, key), checked
+  // locally before every access, forgotten when the target revokes it.
+  struct RemoteRegion {
+    bool ready = false;
+    uint64_t base = 0, length = 0;
+    uint32_t access = 0;
+    ucp_rkey_h rkey = nullptr;
+    std::vector<std::pair<OpRef, RmaArgs>> waiting;  // until the key arrives
+  };
+  // One of our regions as UCX sees it.
+  struct LocalRegion {
+    RegionRef region;
+    ucp_mem_h memh = nullptr;
+    void* packed = nullptr;  // the packed remote key (ucp_rkey_pack)
+    size_t packed_bytes = 0;
+    std::string map_error;   // why UCX could not map it (then every request is denied)
+    std::set<int> holders;   // peers we gave the key to
+    std::set<int> revoking;  // holders that have not confirmed the revocation yet
+    bool removing = false;   // being deregistered: no more keys handed out
+  };
   // A UCP request in flight for an op: its completion callback finds the op here, cancel()
   // and shutdown find the requests of ops they end. Under worker_mu_.
   struct InFlight {
@@ -120,7 +159,8 @@ class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycl
     // map keeps its heap buffer).
     std::vector<char> header;
     std::vector<char> payload;
-    RmaHeader rma;  // a write being received: where it goes once in
+    RmaArgs rma;                // a write waiting for its flush; a key being fetched or revoked
+    ucp_rkey_h rkey = nullptr;  // a revoked key, destroyed once its accesses are flushed
     void (*done)(UcxFabric& f, InFlight& in, ucs_status_t status) = nullptr;
   };
 
@@ -163,22 +203,39 @@ class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycl
   static ucs_status_t on_message(void* arg, const void* header, size_t header_bytes, void* data,
                                  size_t length, const ucp_am_recv_param_t* param);
 
-  // --- one-sided (rma.cc) ---
-  void start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
-                    bool compare_swap, uint64_t arg0, uint64_t arg1, CompletionQueue* cq,
-                    uint64_t context);
-  void submit_rma(const OpRef& op, const RmaHeader& h, const void* data, size_t bytes);
-  // Sends a reply (and its payload: read data, or the denial's text) to `peer`.
-  void answer(int peer, const ReplyHeader& r, std::vector<char> payload);
-  // A write's payload is in `data`: check, copy into the region under a pin, acknowledge.
-  void apply_write(int peer, const RmaHeader& h, const char* data, size_t length);
-  void deliver_imm(int peer, const RmaHeader& h);
-  static ucs_status_t on_rma(void* arg, const void* header, size_t header_bytes, void* data,
+  // --- one-sided, the initiator (rma.cc) ---
+  void start_rma(const OpRef& op, const RmaArgs& a);
+  // With the region's key at hand: checks the access against the region, then posts it.
+  // Under worker_mu_.
+  void issue_rma(const OpRef& op, const RmaArgs& a, const RemoteRegion& r);
+  void post_write(const OpRef& op, const RmaArgs& a, const RemoteRegion& r);
+  void post_atomic(const OpRef& op, const RmaArgs& a, const RemoteRegion& r);
+  // The key request to `peer` for `key` failed: its waiting ops fail with `why`.
+  void fail_waiting(int peer, uint64_t key, const std::string& why);
+  static ucs_status_t on_key_reply(void* arg, const void* header, size_t header_bytes,
+                                   void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_key_revoke(void* arg, const void* header, size_t header_bytes,
+                                    void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_imm_done(void* arg, const void* header, size_t header_bytes,
+                                  void* data, size_t length, const ucp_am_recv_param_t* param);
+  // Destroys the keys of peers' regions (shutdown, with the worker still there).
+  void forget_remote_regions();
+
+  // --- one-sided, the target (remote_keys.cc) ---
+  // RegistryListener: every registered region is mapped with ucp_mem_map (the NIC may
+  // access it: on InfiniBand, this is the registration); removal revokes the key from every
+  // peer that holds it and waits until each has flushed its accesses.
+  void on_add(const RegionRef& region) override;
+  std::string on_remove(const RegionRef& region) override;
+  void unmap(LocalRegion& r);
+  void unmap_all();
+  static ucs_status_t on_key_request(void* arg, const void* header, size_t header_bytes,
+                                     void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_key_revoked(void* arg, const void* header, size_t header_bytes,
+                                     void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_imm(void* arg, const void* header, size_t header_bytes, void* data,
                              size_t length, const ucp_am_recv_param_t* param);
-  static ucs_status_t on_reply(void* arg, const void* header, size_t header_bytes, void* data,
-                               size_t length, const ucp_am_recv_param_t* param);
-  void serve_read(int peer, const RmaHeader& h);
-  void serve_atomic(int peer, const RmaHeader& h);
+  void deliver_imm(int peer, const ImmHeader& h);
 
   // --- progress and failure (progress.cc) ---
   void start_progress();
@@ -211,6 +268,9 @@ class UcxFabric final : public Fabric, public InlineProgress, private OpLifecycl
   FutexMutex worker_mu_;
   std::unordered_map<void*, InFlight> in_flight_;  // by UCP request; worker_mu_
   std::vector<bool> hello_from_;                   // setup; worker_mu_
+  std::map<std::pair<int, uint64_t>, RemoteRegion> remote_regions_;  // (peer, key); worker_mu_
+  std::unordered_map<uint64_t, LocalRegion> local_regions_;          // by key; worker_mu_
+  bool listening_ = false;  // we are the registry's listener
   // After what its callbacks touch: a worker destroyed by a failed constructor may still
   // complete requests.
   Worker w_;

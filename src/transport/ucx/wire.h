@@ -1,6 +1,8 @@
 // What the UCX provider's ranks say to each other: UCP active messages, one handler id per
 // kind, a fixed header each. Payloads travel as the message's data (UCX picks eager or
 // rendezvous by size; a rendezvous payload is pulled by the receiver into its final place).
+// One-sided data does not travel here: it moves by UCP's put / get / atomics, and these
+// messages only carry remote keys, their revocation and write immediates.
 //
 // Why active messages and not UCP's tag API: a plait message is matched on its source and a
 // 64-bit tag and carries a 64-bit header word, while a UCP tag is 64 bits in all and names no
@@ -14,15 +16,19 @@
 namespace plait::transport::ucx {
 
 enum AmId : unsigned {
-  kAmHello = 1,    // setup: a rank's first message to each peer
-  kAmMessage = 2,  // a two-sided message
-  kAmRma = 3,      // a one-sided request: write (with its data), read, atomic
-  kAmReply = 4,    // the target's answer to an RMA request
-  kAmGoodbye = 5,  // the sender shuts its fabric down; nothing follows
+  kAmHello = 1,        // setup: a rank's first message to each peer
+  kAmMessage = 2,      // a two-sided message
+  kAmImm = 3,          // a write's immediate, sent once the write is flushed to the target
+  kAmImmDone = 4,      // the target delivered the immediate
+  kAmGoodbye = 5,      // the sender shuts its fabric down; nothing follows
+  kAmKeyRequest = 6,   // an initiator asks for a region's packed UCP remote key
+  kAmKeyReply = 7,     // the region (base, length, access) and its packed key, or a denial
+  kAmKeyRevoke = 8,    // the region is being deregistered: forget its key, flush, answer
+  kAmKeyRevoked = 9,   // the initiator flushed every access it made with the key
 };
 
 inline constexpr uint32_t kHelloMagic = 0x706c7578;  // "plux"
-inline constexpr uint32_t kWireVersion = 1;
+inline constexpr uint32_t kWireVersion = 2;
 
 struct HelloHeader {
   uint32_t magic = kHelloMagic;
@@ -38,28 +44,43 @@ struct MessageHeader {
   uint64_t word = 0;  // the sender's header word
 };
 
-enum class RmaKind : uint8_t { kWrite = 1, kRead = 2, kFetchAdd = 3, kCompareSwap = 4 };
-
-struct RmaHeader {
+struct KeyRequest {
   int32_t source = -1;
-  RmaKind kind = RmaKind::kWrite;
-  uint8_t has_imm = 0;
-  uint16_t reserved = 0;
-  uint32_t imm = 0;
-  uint32_t reserved2 = 0;
-  uint64_t op = 0;      // the initiator's op, named in the reply
-  uint64_t key = 0;     // the region's key
-  uint64_t offset = 0;  // into the region
-  uint64_t length = 0;  // write / read: bytes
-  uint64_t arg0 = 0;    // fetch_add: the addend; compare_swap: the expected value
-  uint64_t arg1 = 0;    // compare_swap: the desired value
+  uint32_t reserved = 0;
+  uint64_t key = 0;
 };
 
-struct ReplyHeader {
+// The data of a kAmKeyReply: the packed UCP remote key, or (denied) the target's reason.
+struct KeyReply {
   int32_t source = -1;
-  uint32_t denied = 0;  // 1: the payload is the target's reason, nothing was touched
+  uint32_t denied = 0;
+  uint64_t key = 0;
+  uint64_t base = 0;    // the region's address in the target's memory
+  uint64_t length = 0;
+  uint32_t access = 0;  // kAccess* flags
+  uint32_t reserved = 0;
+};
+
+// kAmKeyRevoke and kAmKeyRevoked.
+struct KeyRevoke {
+  int32_t source = -1;
+  uint32_t reserved = 0;
+  uint64_t key = 0;
+};
+
+struct ImmHeader {
+  int32_t source = -1;
+  uint32_t imm = 0;
+  uint64_t op = 0;      // the initiator's op, named in kAmImmDone
+  uint64_t key = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct ImmDone {
+  int32_t source = -1;
+  uint32_t reserved = 0;
   uint64_t op = 0;
-  uint64_t value = 0;   // atomics: the old value
 };
 
 // A denial's text is bounded: a reply is never a way to make the initiator allocate.

@@ -153,8 +153,12 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
     return UCS_OK;
   });
   set_handler(kAmMessage, &UcxFabric::on_message);
-  set_handler(kAmRma, &UcxFabric::on_rma);
-  set_handler(kAmReply, &UcxFabric::on_reply);
+  set_handler(kAmImm, &UcxFabric::on_imm);
+  set_handler(kAmImmDone, &UcxFabric::on_imm_done);
+  set_handler(kAmKeyRequest, &UcxFabric::on_key_request);
+  set_handler(kAmKeyReply, &UcxFabric::on_key_reply);
+  set_handler(kAmKeyRevoke, &UcxFabric::on_key_revoke);
+  set_handler(kAmKeyRevoked, &UcxFabric::on_key_revoked);
   set_handler(kAmGoodbye, &UcxFabric::on_goodbye);
 
   ucp_address_t* address = nullptr;
