@@ -19,8 +19,9 @@
 // progress thread). Invalid arguments detectable at the call (null buffer, unknown peer)
 // throw plait::Error(kInvalidUsage) from the call itself.
 //
-// Remote access: every one-sided operation is checked by the target against the key, the
-// region's bounds and its access flags *before* any byte is touched; a violation fails the
+// Remote access: every one-sided operation is checked against the target's key, the region's
+// bounds and its access flags *before* any byte is touched (by the target, or by the initiator
+// against the region the target published: shm, ucx); a violation fails the
 // initiator's operation (kInvalidUsage, naming key, offset, length and region size) and leaves
 // the target's memory untouched. A dead peer fails every pending operation involving it
 // (kRemote, naming the peer and the OS error).

@@ -154,9 +154,9 @@ class UcxFabric final : public Fabric,
   struct InFlight {
     OpRef op;      // null for the target's replies and setup messages
     int peer = -1;  // whom a send goes to
-    // Bytes UCX reads or writes until the request is done, when they are ours: a reply's
-    // header and payload, a write's bounce buffer. Allocated once (a string moved into the
-    // map keeps its heap buffer).
+    // Bytes UCX reads or writes until the request is done, when they are ours: a message's
+    // header and payload, an atomic's operand and result. Allocated once (a vector moved
+    // into the map keeps its heap buffer).
     std::vector<char> header;
     std::vector<char> payload;
     RmaArgs rma;                // a write waiting for its flush; a key being fetched or revoked
