@@ -22,8 +22,8 @@
 //
 // Remote access is checked against the target's regions before any byte is touched: a key
 // it does not know, an access outside the region's bounds, or one its access flags do not
-// allow fails the initiator's operation with kInvalidUsage (naming key, offset, length and region size) and
-// leaves the target's memory byte-for-byte unchanged. A peer that dies fails every pending
+// allow fails the initiator's operation with kInvalidUsage (naming key, offset, length and
+// region size) and leaves the target's memory byte-for-byte unchanged. A peer that dies fails every pending
 // operation involving it with kRemote naming the peer. Nothing waits without a timeout.
 #pragma once
 
