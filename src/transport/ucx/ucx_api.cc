@@ -102,10 +102,13 @@ const UcxApi* load_ucx(std::string* why) {
   return &l.api;
 }
 
-const UcxApi& ucx() {
+std::atomic<const UcxApi*> g_loaded_api{nullptr};
+
+const UcxApi& load_ucx_or_throw() {
   std::string why;
   const UcxApi* api = load_ucx(&why);
   if (!api) throw Error(ErrorCategory::kSystem, "cannot load UCX: " + why, {.op = "ucx"});
+  g_loaded_api.store(api, std::memory_order_release);
   return *api;
 }
 

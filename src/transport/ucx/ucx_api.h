@@ -10,6 +10,7 @@
 #include <ucp/api/ucp.h>
 #include <ucs/debug/log_def.h>
 
+#include <atomic>
 #include <string>
 
 namespace plait::transport::ucx {
@@ -67,7 +68,14 @@ struct UcxApi {
 // libucx0)").
 const UcxApi* load_ucx(std::string* why);
 
+// The API once loaded (a pointer read: ucx() is on every message's path).
+extern std::atomic<const UcxApi*> g_loaded_api;
+const UcxApi& load_ucx_or_throw();
+
 // The API; throws plait::Error(kSystem) naming what is missing when it cannot be loaded.
-const UcxApi& ucx();
+inline const UcxApi& ucx() {
+  if (const UcxApi* api = g_loaded_api.load(std::memory_order_acquire)) return *api;
+  return load_ucx_or_throw();
+}
 
 }  // namespace plait::transport::ucx
