@@ -197,6 +197,33 @@ TEST(BenchCli, SingleRankWithoutLauncher) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// `plait bench rdma`: point to point on the transport, every test over every provider.
+TEST(BenchCli, RdmaPointToPointOverEveryProvider) {
+  for (const char* transport : {"shm", "tcp", "ucx"}) {
+    for (const char* test : {"send_lat", "put_lat", "put_bw"}) {
+      SCOPED_TRACE(std::string(transport) + " " + test);
+      TempFile json;
+      // 8 B, 512 B, 32 KiB.
+      JobResult r = run_command({plait_bin(), "bench", "-n", "2", "rdma", "--test", test, "--min",
+                                 "8", "--max", "32K", "--factor", "64", "--iters", "20",
+                                 "--json", json.path()},
+                                {{"PLAIT_TRANSPORT", transport}, {"PLAIT_UCX_TLS", "tcp"}},
+                                kTimeoutS);
+      ASSERT_EQ(r.status, 0) << r.output;
+      EXPECT_NE(r.output.find(std::string("over ") + transport), std::string::npos) << r.output;
+      const std::vector<std::string> lines = read_lines(json.path());
+      ASSERT_EQ(lines.size(), 3u) << r.output;
+      for (const std::string& line : lines) {
+        EXPECT_EQ(json_field(line, "test"), std::string("\"") + test + "\"") << line;
+        EXPECT_GT(std::stod(json_field(line, "time_us")), 0.0) << line;
+      }
+    }
+  }
+  JobResult r = bench({"-n", "2", "rdma", "--test", "put_everything"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("send_lat, put_lat or put_bw"), std::string::npos) << r.output;
+}
+
 TEST(Cli, HelpVersionInfo) {
   JobResult r = run_command({plait_bin(), "--version"});
   EXPECT_EQ(r.status, 0);

@@ -16,6 +16,7 @@
 #include "bench_options.h"
 #include "bench_compress.h"
 #include "bench_ps.h"
+#include "bench_rdma.h"
 #include "bench_report.h"
 #include "coll/algorithms.h"
 #include "commands.h"
@@ -278,6 +279,10 @@ int bench_main(int argc, char** argv) {
     if (args[i] == "ps") {
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
       return ps_bench_main(args);
+    }
+    if (args[i] == "rdma") {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+      return rdma_bench_main(args);
     }
     if (args[i] == "compress") {
       // One process, one core: no ranks to launch.

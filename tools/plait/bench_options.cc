@@ -170,6 +170,8 @@ std::string bench_usage() {
          std::string(bench_op_names()) +
          "\n"
          "Runs inside a job (plait run, torchrun, mpirun, srun); -n N starts N local ranks.\n"
+         "Also: plait bench rdma (point to point on the transport), plait bench ps (the\n"
+         "parameter server), plait bench compress; each with --help.\n"
          "  -n N            launch N ranks on this host\n"
          "  --min BYTES     smallest size (default 8; suffixes K M G, KiB ...)\n"
          "  --max BYTES     largest size (default 64M)\n"

@@ -157,35 +157,54 @@ void UcxFabric::post_write(const OpRef& op, const RmaArgs& a, const RemoteRegion
             if (status != UCS_OK) f.fail_with_status(*in.op, status, "put");
           });
   }
-  // The flush completes once the put is in the target's memory.
-  ucp_request_param_t p = send_param();
+  write_flushes_[peer].next.emplace_back(op, a);
+  if (!write_flushes_[peer].in_flight) flush_writes(peer);
+}
+
+void UcxFabric::flush_writes(int peer) {
+  WriteFlush& wf = write_flushes_[peer];
+  wf.in_flight = true;
   InFlight in;
-  in.op = op;
   in.peer = peer;
-  in.rma = a;
+  in.writes = std::move(wf.next);
+  wf.next.clear();
+  // The flush completes once every put posted before it is in the target's memory.
+  ucp_request_param_t p = send_param();
   track(ucx().ucp_ep_flush_nbx(w_.eps[peer], &p), std::move(in),
-        [](UcxFabric& f, InFlight& in, ucs_status_t status) {
-          Op& op = *in.op;
-          if (op.done()) return;
-          if (status != UCS_OK) return f.fail_with_status(op, status, "flush of a write");
-          if (!in.rma.imm) return f.succeed(op);
-          ImmHeader h;
-          h.source = f.rank_;
-          h.imm = *in.rma.imm;
-          h.op = op.id;
-          h.key = in.rma.key;
-          h.offset = in.rma.offset;
-          h.length = in.rma.length;
-          InFlight notify;
-          notify.op = in.op;
-          notify.header = bytes_of(h);
-          f.send_tracked(in.peer, kAmImm, std::move(notify), nullptr, 0,
-                         [](UcxFabric& f, InFlight& in, ucs_status_t status) {
-                           if (status != UCS_OK)
-                             f.fail_with_status(*in.op, status, "immediate of a write");
-                         },
-                         UCP_AM_SEND_FLAG_EAGER);
-        });
+        [](UcxFabric& f, InFlight& in, ucs_status_t status) { f.writes_flushed(in, status); });
+}
+
+void UcxFabric::writes_flushed(InFlight& in, ucs_status_t status) {
+  for (auto& [op, a] : in.writes) {
+    if (op->done()) continue;
+    if (status != UCS_OK) {
+      fail_with_status(*op, status, "flush of a write");
+      continue;
+    }
+    if (!a.imm) {
+      succeed(*op);
+      continue;
+    }
+    ImmHeader h;
+    h.source = rank_;
+    h.imm = *a.imm;
+    h.op = op->id;
+    h.key = a.key;
+    h.offset = a.offset;
+    h.length = a.length;
+    InFlight notify;
+    notify.op = op;
+    notify.header = bytes_of(h);
+    send_tracked(in.peer, kAmImm, std::move(notify), nullptr, 0,
+                 [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+                   if (status != UCS_OK)
+                     f.fail_with_status(*in.op, status, "immediate of a write");
+                 },
+                 UCP_AM_SEND_FLAG_EAGER);
+  }
+  WriteFlush& wf = write_flushes_[in.peer];
+  wf.in_flight = false;
+  if (!wf.next.empty() && w_.eps[in.peer]) flush_writes(in.peer);
 }
 
 void UcxFabric::post_atomic(const OpRef& op, const RmaArgs& a, const RemoteRegion& r) {

@@ -40,6 +40,7 @@ UcxFabric::UcxFabric(const FabricOptions& options)
   matcher_.set_limits({.bytes = options.config.max_unexpected_bytes,
                        .messages = options.config.max_unexpected_messages});
   peers_.resize(size_);
+  write_flushes_.resize(size_);
   if (options.peers.empty()) {
     for (int p = 0; p < size_; ++p)
       if (p != rank_) peers_[p] = std::make_unique<Peer>();

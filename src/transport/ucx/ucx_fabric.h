@@ -159,7 +159,8 @@ class UcxFabric final : public Fabric,
     // into the map keeps its heap buffer).
     std::vector<char> header;
     std::vector<char> payload;
-    RmaArgs rma;                // a write waiting for its flush; a key being fetched or revoked
+    RmaArgs rma;                // a key being fetched or revoked
+    std::vector<std::pair<OpRef, RmaArgs>> writes;  // the writes a flush completes
     ucp_rkey_h rkey = nullptr;  // a revoked key, destroyed once its accesses are flushed
     void (*done)(UcxFabric& f, InFlight& in, ucs_status_t status) = nullptr;
   };
@@ -209,6 +210,11 @@ class UcxFabric final : public Fabric,
   // Under worker_mu_.
   void issue_rma(const OpRef& op, const RmaArgs& a, const RemoteRegion& r);
   void post_write(const OpRef& op, const RmaArgs& a, const RemoteRegion& r);
+  // Flushes `peer`'s endpoint for the writes posted since the last flush began: one flush in
+  // flight per peer, so a stream of writes costs a flush per batch, not per write.
+  void flush_writes(int peer);
+  // A flush is done: completes its writes (or sends their immediates).
+  void writes_flushed(InFlight& in, ucs_status_t status);
   void post_atomic(const OpRef& op, const RmaArgs& a, const RemoteRegion& r);
   // The key request to `peer` for `key` failed: its waiting ops fail with `why`.
   void fail_waiting(int peer, uint64_t key, const std::string& why);
@@ -270,6 +276,11 @@ class UcxFabric final : public Fabric,
   std::vector<bool> hello_from_;                   // setup; worker_mu_
   std::map<std::pair<int, uint64_t>, RemoteRegion> remote_regions_;  // (peer, key); worker_mu_
   std::unordered_map<uint64_t, LocalRegion> local_regions_;          // by key; worker_mu_
+  struct WriteFlush {
+    bool in_flight = false;
+    std::vector<std::pair<OpRef, RmaArgs>> next;  // posted since the flush in flight began
+  };
+  std::vector<WriteFlush> write_flushes_;  // by rank; worker_mu_
   bool listening_ = false;  // we are the registry's listener
   // After what its callbacks touch: a worker destroyed by a failed constructor may still
   // complete requests.
