@@ -5,11 +5,20 @@
 #   bench/ucx_vs_perftest.sh                       # tcp and sm, 5 repetitions
 #   TLS="rc sm" REPS=9 bench/ucx_vs_perftest.sh    # on a host with an RDMA NIC
 #
-# Latency: one-way, in microseconds: ucx_perftest ucp_am_lat's overall average (half a round
-# trip), plait bench pingpong's round trip / 2. Bandwidth, in GB/s (1e9 B/s) at BW_SIZE, one
-# message at a time both: size / one-way time of ucx_perftest ucp_am_lat and of plait's
-# pingpong; and ucx_perftest ucp_am_bw (a stream of messages in flight) for reference.
-# Prints one markdown table: min / median / max over the repetitions.
+# Each row pairs a ucx_perftest test with plait's measurement of the same thing:
+#   two-sided latency   ucp_am_lat (half a round trip)  vs  plait bench rdma --test send_lat
+#                       (the transport: plait::rdma::Fabric send/recv) and plait bench pingpong
+#                       (the communicator: send/recv calls and Work handles on top)
+#   one message's rate  ucp_am_lat at BW_SIZE            vs  send_lat at BW_SIZE
+#   write latency       ucp_put_lat (polls memory)       vs  plait bench rdma --test put_lat
+#   write rate          ucp_put_bw at 8 B and BW_SIZE    vs  plait bench rdma --test put_bw
+# Latencies in microseconds (one way), rates in GB/s (1e9 B/s) or microseconds per write.
+# Prints one markdown table: min / median / max over the repetitions, and plait's median over
+# ucx_perftest's (for times, above 1 is slower; for GB/s, below 1 is slower).
+#
+# ucx_perftest allocates its buffers with UCX (ucp_mem_map ALLOCATE: on sm, shared memory
+# that a put copies into directly); plait writes into memory the user allocated, which UCX's
+# sm transports can reach only by software emulation (active messages the target applies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TLS=${TLS:-"tcp sm"}
@@ -33,34 +42,54 @@ perftest() {  # tls test size iters -> the Final line
   wait "$server" || true
 }
 
-plait_rtt_us() {  # tls size -> the round trip in us
-  local json="$OUT/p.json"
-  PLAIT_TRANSPORT=ucx PLAIT_UCX_TLS=$1 "$PLAIT" bench -n 2 pingpong --min "$2" --max "$2" \
+plait_json() {  # tls size field args... -> the field of the one JSON record
+  local tls=$1 size=$2 field=$3 json="$OUT/p.json"
+  shift 3
+  PLAIT_TRANSPORT=ucx PLAIT_UCX_TLS=$tls "$PLAIT" bench -n 2 "$@" --min "$size" --max "$size" \
     --json "$json" >/dev/null
-  sed -E 's/.*"time_us": *([0-9.eE+-]+).*/\1/' "$json"
+  sed -E "s/.*\"$field\": *([0-9.eE+-]+).*/\\1/" "$json"
 }
+
+record() { echo "$1 $2 $3" >>"$OUT/all"; }  # tls key value
 
 for rep in $(seq 1 "$REPS"); do
   for tls in $TLS; do
-    perftest "$tls" ucp_am_lat "$LAT_SIZE" 20000 | awk -v t="$tls" '{print t, "perftest_lat", $5}' >>"$OUT/all"
-    perftest "$tls" ucp_am_lat "$BW_SIZE" 200 |
-      awk -v t="$tls" -v n="$BW_SIZE" '{print t, "perftest_bw", n / $5 / 1000}' >>"$OUT/all"
-    perftest "$tls" ucp_am_bw "$BW_SIZE" 200 | awk -v t="$tls" '{print t, "perftest_stream", $7 / 1000}' >>"$OUT/all"
-    echo "$tls plait_lat $(plait_rtt_us "$tls" "$LAT_SIZE" | awk '{print $1 / 2}')" >>"$OUT/all"
-    echo "$tls plait_bw $(plait_rtt_us "$tls" "$BW_SIZE" | awk -v n="$BW_SIZE" '{print n / ($1 / 2) / 1000}')" >>"$OUT/all"
+    record "$tls" pt_lat "$(perftest "$tls" ucp_am_lat "$LAT_SIZE" 20000 | awk '{print $5}')"
+    record "$tls" pl_lat "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test send_lat)"
+    record "$tls" pp_lat "$(plait_json "$tls" "$LAT_SIZE" time_us pingpong | awk '{print $1 / 2}')"
+    record "$tls" pt_bw "$(perftest "$tls" ucp_am_lat "$BW_SIZE" 200 | awk -v n="$BW_SIZE" '{print n / $5 / 1000}')"
+    record "$tls" pl_bw "$(plait_json "$tls" "$BW_SIZE" gbps rdma --test send_lat)"
+    record "$tls" pt_put_lat "$(perftest "$tls" ucp_put_lat "$LAT_SIZE" 20000 | awk '{print $5}')"
+    record "$tls" pl_put_lat "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test put_lat)"
+    record "$tls" pt_put_rate "$(perftest "$tls" ucp_put_bw "$LAT_SIZE" 20000 | awk '{print $5}')"
+    record "$tls" pl_put_rate "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test put_bw)"
+    record "$tls" pt_put_bw "$(perftest "$tls" ucp_put_bw "$BW_SIZE" 200 | awk '{print $7 / 1000}')"
+    record "$tls" pl_put_bw "$(plait_json "$tls" "$BW_SIZE" gbps rdma --test put_bw)"
   done
 done
 
+values() { awk -v t="$1" -v k="$2" '$1 == t && $2 == k {print $3}' "$OUT/all" | sort -g; }
 stats() {  # tls key -> "min / median / max"
-  awk -v t="$1" -v k="$2" '$1 == t && $2 == k {print $3}' "$OUT/all" | sort -g |
-    awk '{v[NR] = $1} END {if (NR == 0) {print "-"; exit}
+  values "$1" "$2" | awk '{v[NR] = $1} END {if (NR == 0) {print "-"; exit}
          printf "%.2f / %.2f / %.2f", v[1], v[int((NR + 1) / 2)], v[NR]}'
 }
+median() { values "$1" "$2" | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+ratio() {  # tls plait_key perftest_key
+  awk -v a="$(median "$1" "$2")" -v b="$(median "$1" "$3")" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'
+}
+row() {  # tls what perftest_key plait_key
+  echo "| $1 | $2 | $(stats "$1" "$3") | $(stats "$1" "$4") | $(ratio "$1" "$4" "$3") |"
+}
 
-echo "| UCX transport | ucx_perftest ucp_am_lat $LAT_SIZE B (us) | plait pingpong / 2 (us) | ucp_am_lat $BW_SIZE B (GB/s) | plait pingpong $BW_SIZE B (GB/s) | ucp_am_bw stream (GB/s) |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| UCX transport | measure | ucx_perftest | plait | plait / perftest (medians) |"
+echo "|---|---|---:|---:|---:|"
 for tls in $TLS; do
-  echo "| $tls | $(stats "$tls" perftest_lat) | $(stats "$tls" plait_lat) | $(stats "$tls" perftest_bw) | $(stats "$tls" plait_bw) | $(stats "$tls" perftest_stream) |"
+  row "$tls" "two-sided latency $LAT_SIZE B (us): ucp_am_lat / rdma send_lat" pt_lat pl_lat
+  row "$tls" "two-sided latency $LAT_SIZE B (us): ucp_am_lat / communicator pingpong" pt_lat pp_lat
+  row "$tls" "one message of $BW_SIZE B (GB/s): ucp_am_lat / rdma send_lat" pt_bw pl_bw
+  row "$tls" "write latency $LAT_SIZE B (us): ucp_put_lat / rdma put_lat" pt_put_lat pl_put_lat
+  row "$tls" "writes of $LAT_SIZE B (us each): ucp_put_bw / rdma put_bw" pt_put_rate pl_put_rate
+  row "$tls" "writes of $BW_SIZE B (GB/s): ucp_put_bw / rdma put_bw" pt_put_bw pl_put_bw
 done
 echo
 echo "($REPS alternating runs, min / median / max; $(date -u +%F), $(nproc) cores)"

@@ -25,8 +25,9 @@ namespace {
 // How long the thread sleeps at most without an event: a bound on a missed wake-up, never
 // on correctness.
 constexpr int kSleepMs = 100;
-// While callers poll, the thread looks this often whether they still do.
-constexpr auto kPollerCheck = std::chrono::microseconds(500);
+// While callers poll, the thread looks this often whether they still do (a caller that goes
+// to sleep hands off at once, through the wake-up eventfd).
+constexpr timespec kPollerCheck{.tv_sec = 0, .tv_nsec = 500'000};
 
 }  // namespace
 
@@ -44,22 +45,25 @@ void UcxFabric::wake_progress() {
 void UcxFabric::start_progress() {
   wake_fd_ = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   epoll_ = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!wake_fd_.valid() || !epoll_.valid())
+  park_epoll_ = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!wake_fd_.valid() || !epoll_.valid() || !park_epoll_.valid())
     throw Error(ErrorCategory::kSystem, std::string("eventfd/epoll: ") + std::strerror(errno),
                 {.rank = rank_, .op = "ucx fabric setup"});
   // data.u64: -1 the worker, -2 our wake-up, else the rank whose process exited.
-  auto watch = [&](int fd, int64_t what) {
+  // The parked set lacks the worker's fd: it stays readable until the next arm.
+  auto watch = [&](int fd, int64_t what, bool parked_too) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = static_cast<uint64_t>(what);
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0 ||
+        (parked_too && ::epoll_ctl(park_epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0))
       throw Error(ErrorCategory::kSystem, std::string("epoll_ctl: ") + std::strerror(errno),
                   {.rank = rank_, .op = "ucx fabric setup"});
   };
-  watch(w_.efd, -1);
-  watch(wake_fd_.get(), -2);
+  watch(w_.efd, -1, false);
+  watch(wake_fd_.get(), -2, true);
   for (int p = 0; p < size_; ++p)
-    if (peers_[p] && peers_[p]->pidfd.valid()) watch(peers_[p]->pidfd.get(), p);
+    if (peers_[p] && peers_[p]->pidfd.valid()) watch(peers_[p]->pidfd.get(), p, true);
   progress_ = std::thread([this] { progress_loop(); });
 }
 
@@ -71,10 +75,13 @@ void UcxFabric::progress_loop() {
       if (drain_locked()) continue;
     }
     if (pollers_.load(std::memory_order_seq_cst) > 0) {
-      // They progress the worker; we still look for exited peers.
+      // They progress the worker; we still look for exited peers, and a poller that goes to
+      // sleep hands off through the wake-up eventfd, which ends this wait at once.
+      parked_.store(true, std::memory_order_seq_cst);
       epoll_event events[8];
-      handle_events(events, ::epoll_wait(epoll_.get(), events, 8, 0));
-      std::this_thread::sleep_for(kPollerCheck);
+      const int n = ::epoll_pwait2(park_epoll_.get(), events, 8, &kPollerCheck, nullptr);
+      parked_.store(false, std::memory_order_seq_cst);
+      handle_events(events, n);
       continue;
     }
     ucs_status_t armed;
@@ -110,6 +117,7 @@ void UcxFabric::check_exited(int peer) {
   Peer& p = *peers_[peer];
   // Off the epoll set: a pidfd stays readable once its process is gone.
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, p.pidfd.get(), nullptr);
+  ::epoll_ctl(park_epoll_.get(), EPOLL_CTL_DEL, p.pidfd.get(), nullptr);
   std::lock_guard lock(worker_mu_);
   drain_locked();  // what it sent before it went (its goodbye, if it said one) counts first
   if (p.failed.load()) return;
@@ -131,7 +139,8 @@ bool UcxFabric::progress() {
 }
 
 void UcxFabric::hand_off() {
-  if (sleeping_.load(std::memory_order_seq_cst)) wake_progress();
+  if (sleeping_.load(std::memory_order_seq_cst) || parked_.load(std::memory_order_seq_cst))
+    wake_progress();
 }
 
 int UcxFabric::checked_source(int32_t source, const char* what) const {

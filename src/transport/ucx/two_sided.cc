@@ -54,7 +54,8 @@ void UcxFabric::track(ucs_status_ptr_t request, InFlight in, RequestDone done) {
   // UCX calls back only from ucx().ucp_worker_progress(), which needs worker_mu_, held here.
   in_flight_.emplace(request, std::move(in));
   // A caller that polls progresses the worker; else the sleeping thread must.
-  if (sleeping_.load(std::memory_order_seq_cst) && pollers_.load(std::memory_order_seq_cst) == 0)
+  if (pollers_.load(std::memory_order_seq_cst) == 0 &&
+      (sleeping_.load(std::memory_order_seq_cst) || parked_.load(std::memory_order_seq_cst)))
     wake_progress();
 }
 

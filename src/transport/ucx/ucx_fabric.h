@@ -285,10 +285,12 @@ class UcxFabric final : public Fabric,
   // After what its callbacks touch: a worker destroyed by a failed constructor may still
   // complete requests.
   Worker w_;
-  net::Fd epoll_;
+  net::Fd epoll_;       // the worker's wake-up fd, ours, watched processes
+  net::Fd park_epoll_;  // ours and watched processes: while callers poll
   std::atomic<bool> stop_requested_{false};
   std::atomic<int> pollers_{0};
   std::atomic<bool> sleeping_{false};  // the progress thread waits on the wake-up fd
+  std::atomic<bool> parked_{false};    // the progress thread steps aside for pollers
   net::Fd wake_fd_;
   std::thread progress_;
 };
