@@ -314,6 +314,22 @@ void UcxFabric::exchange_hellos(const FabricOptions& o) {
 // its bound), and the caller then leaves the worker to the process's exit.
 bool UcxFabric::close_endpoints() {
   std::unique_lock lock(worker_mu_);
+  // What is about to finish (a last answer to a peer, a flush) is let finish: a peer with a
+  // request in flight is closed by force, without a goodbye, and would report us failed.
+  auto busy_with_live_peer = [&] {
+    for (const auto& [request, in] : in_flight_) {
+      const int p = in.op ? in.op->peer.load() : in.peer;
+      if (p >= 0 && p < size_ && w_.eps[p] && !peers_[p]->failed.load()) return true;
+    }
+    return false;
+  };
+  for (const Deadline settle = Deadline::after(std::chrono::milliseconds(200));
+       busy_with_live_peer() && !settle.expired();) {
+    if (drain_locked()) continue;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+  }
   std::vector<bool> stuck(size_, false);
   for (const auto& [request, in] : in_flight_) {
     const int p = in.op ? in.op->peer.load() : in.peer;
