@@ -135,7 +135,22 @@ bool UcxFabric::progress() {
   if (!worker_mu_.try_lock()) return false;
   const bool any = drain_locked();
   worker_mu_.unlock();
-  return any;
+  // A large transfer moves without a local event while the peer copies it (a rendezvous
+  // over shared memory, a get on a NIC): for its expected duration it counts as activity,
+  // so a hybrid waiter keeps polling instead of sleeping into two thread wake-ups.
+  return any || Clock::now().time_since_epoch().count() <
+                    transfer_until_.load(std::memory_order_relaxed);
+}
+
+void UcxFabric::expect_transfer(size_t bytes) {
+  if (bytes < cost_model_.eager_threshold) return;
+  const double us = 2.0 * static_cast<double>(bytes) / cost_model_.beta_bytes_per_us + 50.0;
+  const int64_t until =
+      (Clock::now() + std::chrono::microseconds(static_cast<int64_t>(us))).time_since_epoch().count();
+  int64_t seen = transfer_until_.load(std::memory_order_relaxed);
+  while (seen < until &&
+         !transfer_until_.compare_exchange_weak(seen, until, std::memory_order_relaxed)) {
+  }
 }
 
 void UcxFabric::hand_off() {

@@ -123,6 +123,7 @@ void UcxFabric::issue_rma(const OpRef& op, const RmaArgs& a, const RemoteRegion&
                                 denial, context_of(*op)));
     return;
   }
+  expect_transfer(a.length);
   switch (a.type) {
     case OpType::kWrite:
       return post_write(op, a, r);

@@ -108,6 +108,7 @@ void UcxFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64
   InFlight in;
   in.op = op;
   in.header.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
+  expect_transfer(len);
   std::lock_guard lock(worker_mu_);
   if (op->done()) return;  // its peer failed meanwhile
   send_tracked(peer, kAmMessage, std::move(in), buf, len,
@@ -157,6 +158,7 @@ void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
 
 ucs_status_t UcxFabric::receive_rendezvous(const OpRef& recv, void* desc, uint64_t length) {
   if (truncated(*recv, length) || recv->done()) return UCS_OK;
+  expect_transfer(length);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.recv_am = &UcxFabric::on_recv_data_done;

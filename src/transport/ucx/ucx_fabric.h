@@ -106,6 +106,8 @@ class UcxFabric final : public Fabric,
   void begin_polling() override;
   void end_polling() override;
   bool progress() override;
+  // A transfer of `bytes` starts: polling counts as busy for its expected duration.
+  void expect_transfer(size_t bytes);
   void hand_off() override;
 
   // The transports UCX chose for this fabric's endpoints ("tcp", "posix,cma", ...).
@@ -291,6 +293,7 @@ class UcxFabric final : public Fabric,
   std::atomic<int> pollers_{0};
   std::atomic<bool> sleeping_{false};  // the progress thread waits on the wake-up fd
   std::atomic<bool> parked_{false};    // the progress thread steps aside for pollers
+  std::atomic<int64_t> transfer_until_{0};  // Clock ticks: see expect_transfer()
   net::Fd wake_fd_;
   std::thread progress_;
 };
