@@ -70,9 +70,15 @@ void UcxFabric::start_progress() {
 void UcxFabric::progress_loop() {
   ::pthread_setname_np(::pthread_self(), "plait-ucx");
   while (!stop_requested_.load()) {
-    {
+    if (pollers_.load(std::memory_order_seq_cst) == 0) {
+      // Until a caller starts polling: then it progresses, and this thread holding the lock
+      // through a long transfer would leave it spinning idle on the other core.
       std::lock_guard lock(worker_mu_);
-      if (drain_locked()) continue;
+      bool any = false;
+      while (pollers_.load(std::memory_order_relaxed) == 0 &&
+             ucx().ucp_worker_progress(w_.worker) != 0)
+        any = true;
+      if (any) continue;
     }
     if (pollers_.load(std::memory_order_seq_cst) > 0) {
       // They progress the worker; we still look for exited peers, and a poller that goes to
