@@ -3,8 +3,12 @@
 // two-sided messages, a completion thread, and refused accesses that leave the target's
 // memory byte-for-byte unchanged.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 #include <cstdio>
@@ -210,6 +214,89 @@ int rdma_child() {
 }
 
 ChildMode rdma_mode("rdma", rdma_child);
+
+// Every thread of `pid` is stopped (SIGSTOP takes effect asynchronously).
+bool wait_stopped(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (int round = 0; round < 2000; ++round) {
+    bool all = true;
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T')
+        all = false;
+    }
+    if (all) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+// ucx: a region whose key a peer holds is unmapped only once the peer confirmed that it
+// forgot the key and flushed its writes. Rank 1 writes into rank 0's region (and so holds
+// its key), then rank 0 stops it and deregisters: the deregistration fails naming rank 1
+// within PLAIT_TIMEOUT, the memory stays registered, and succeeds once rank 1 runs again.
+int revoke_child() {
+  auto fabric = rdma::Fabric::create(bootstrap_from_env(30s));
+  const int me = fabric->rank();
+  auto cq = fabric->create_cq();
+  std::vector<uint64_t> window(8, 0);
+  auto region = fabric->register_memory(window.data(), 64, rdma::kAccessRemoteWrite);
+  const auto keys = fabric->exchange(
+      {region->remote_key(), RemoteKey{static_cast<uint64_t>(::getpid()), 0, 0}});
+  Completion c;
+  if (me == 1) {
+    uint64_t seven = 7;
+    fabric->write(0, &seven, sizeof seven, keys[0][0], 0, std::nullopt, *cq, 0);
+    if (!take(*cq, &c, "write")) return 1;
+    CHECK_OR_FAIL(c.ok(), "write: %s", c.error->what());
+  }
+  fabric->exchange(RemoteKey{});  // rank 1 holds rank 0's key now
+  if (me == 0) {
+    CHECK_OR_FAIL(window[0] == 7, "the write did not land: %llu",
+                  static_cast<unsigned long long>(window[0]));
+    const pid_t holder = static_cast<pid_t>(keys[1][1].addr);
+    ::kill(holder, SIGSTOP);
+    CHECK_OR_FAIL(wait_stopped(holder), "rank 1 (pid %d) did not stop", static_cast<int>(holder));
+    std::string refusal;
+    try {
+      region->deregister();
+    } catch (const Error& e) {
+      refusal = e.what();
+      CHECK_OR_FAIL(e.category() == ErrorCategory::kTimeout, "category of: %s", e.what());
+    }
+    ::kill(holder, SIGCONT);
+    CHECK_OR_FAIL(refusal.find("rank 1 has not confirmed the revocation of its UCX remote key") !=
+                      std::string::npos,
+                  "deregistration while rank 1 was stopped: '%s'", refusal.c_str());
+    region->deregister();  // rank 1 answers now
+    std::printf("rank 0: %s\n", refusal.c_str());
+    fabric->send(1, nullptr, 0, 1, 0, *cq, 0);
+    if (!take(*cq, &c, "send")) return 1;
+  } else {
+    // Stopped and resumed in here: a receive has no deadline of its own.
+    fabric->recv(0, nullptr, 0, 1, *cq, 0);
+    if (!take(*cq, &c, "recv")) return 1;
+  }
+  CHECK_OR_FAIL(c.ok(), "%s", c.error->what());
+  fabric->exchange(RemoteKey{});
+  std::printf("rank %d: revocation ok\n", me);
+  return 0;
+}
+
+ChildMode revoke_mode("revoke", revoke_child);
+
+TEST(UcxRemoteKeys, AStoppedHolderKeepsTheRegionRegisteredAndIsNamed) {
+  JobResult r = run_job(2, "revoke",
+                        {{"PLAIT_TRANSPORT", "ucx"}, {"PLAIT_UCX_TLS", "sm"},
+                         {"PLAIT_TIMEOUT", "2000"}},
+                        120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0: revocation ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1: revocation ok"), std::string::npos) << r.output;
+}
 
 struct RdmaCase {
   int ranks;
