@@ -114,7 +114,9 @@ TEST_F(SilentPeers, AHostThatGoesSilentBetweenOperationsIsFoundByKeepAlives) {
   // silence it reports is the peer timeout, not the 7 s left of its sleep.
   for (const auto& rk : ranks) {
     const std::string line = error_line(rk.result.output);
-    if (rk.result.rank != 2) EXPECT_NE(line.find("rank 2 at 10.79.0.3"), std::string::npos) << line;
+    if (rk.result.rank != 2) {
+      EXPECT_NE(line.find("rank 2 at 10.79.0.3"), std::string::npos) << line;
+    }
     EXPECT_NE(rk.result.output.find("PLAIT_PEER_TIMEOUT=3000"), std::string::npos);
   }
 }
@@ -148,8 +150,11 @@ TEST_F(SilentPeers, AStoppedRankOnTheSameHostIsNamedWithinThePeerTimeout) {
         return std::vector<pid_t>{pids[1]};
       },
       {1}, "has been stopped for");
-  for (const auto& rk : ranks)
-    if (rk.result.rank != 1) EXPECT_LT(rk.exited_s, 20.0) << rk.result.output;
+  for (const auto& rk : ranks) {
+    if (rk.result.rank != 1) {
+      EXPECT_LT(rk.exited_s, 20.0) << rk.result.output;
+    }
+  }
 }
 
 // Rank 3 returns 0 after 20 allreduces, as if its loop had a different length: the others
