@@ -50,7 +50,7 @@ plait_json() {  # tls size field args... -> the field of the one JSON record
   sed -E "s/.*\"$field\": *([0-9.eE+-]+).*/\\1/" "$json"
 }
 
-record() { echo "$1 $2 $3" >>"$OUT/all"; }  # tls key value
+record() { [ -n "$3" ] && echo "$1 $2 $3" >>"$OUT/all" || true; }  # tls key value (none: that run failed)
 
 for rep in $(seq 1 "$REPS"); do
   for tls in $TLS; do

@@ -54,8 +54,9 @@ void UcxFabric::track(ucs_status_ptr_t request, InFlight in, RequestDone done) {
   // UCX calls back only from ucx().ucp_worker_progress(), which needs worker_mu_, held here.
   in_flight_.emplace(request, std::move(in));
   // A caller that polls progresses the worker; else the sleeping thread must.
-  if (pollers_.load(std::memory_order_seq_cst) == 0 &&
-      (sleeping_.load(std::memory_order_seq_cst) || parked_.load(std::memory_order_seq_cst)))
+  // (A parked thread is not woken: callers polled a moment ago and, as a rule, poll again
+  // next; it looks by itself within its check period.)
+  if (sleeping_.load(std::memory_order_seq_cst) && pollers_.load(std::memory_order_seq_cst) == 0)
     wake_progress();
 }
 

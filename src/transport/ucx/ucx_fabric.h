@@ -252,6 +252,9 @@ class UcxFabric final : public Fabric,
   // Handles what epoll reported; with worker_mu_ not held.
   void handle_events(const struct epoll_event* events, int n);
   void progress_loop();
+  enum class ParkEnd { kWoken, kIdle };
+  // Waits while callers poll: kIdle when a whole check period passed without a poll pass.
+  ParkEnd park();
   // With worker_mu_ held: progresses until the worker has nothing more to do right now.
   bool drain_locked();
   void wake_progress();
@@ -293,6 +296,9 @@ class UcxFabric final : public Fabric,
   std::atomic<int> pollers_{0};
   std::atomic<bool> sleeping_{false};  // the progress thread waits on the wake-up fd
   std::atomic<bool> parked_{false};    // the progress thread steps aside for pollers
+  std::atomic<bool> handed_off_{false};  // a poller went to sleep: the worker is ours again
+  std::atomic<uint64_t> poll_passes_{0};  // progress() calls, to tell pollers that poll
+  std::atomic<bool> inline_draining_{false};  // a poller is inside progress()
   std::atomic<int64_t> transfer_until_{0};  // Clock ticks: see expect_transfer()
   net::Fd wake_fd_;
   std::thread progress_;
