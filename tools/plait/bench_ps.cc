@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "bench_options.h"
+#include "bench_subcommand.h"
 #include "commands.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -305,28 +306,7 @@ std::string ps_bench_usage() {
 }
 
 int ps_bench_main(const std::vector<std::string>& args) {
-  PsBenchOptions o;
-  try {
-    o = parse_ps_bench_args(args);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "plait bench ps: %s\n(plait bench ps --help for usage)\n", e.what());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(ps_bench_usage().c_str(), stdout);
-    return 0;
-  }
-  try {
-    if (o.nranks > 0) {
-      std::vector<std::string> command = {"/proc/self/exe", "bench", "ps"};
-      command.insert(command.end(), o.forwarded_args.begin(), o.forwarded_args.end());
-      return launch_local_job(o.nranks, command);
-    }
-    return run(o);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "plait bench ps: %s\n", e.what());
-    return e.category() == ErrorCategory::kInvalidUsage ? 2 : 1;
-  }
+  return bench_subcommand_main("ps", args, &parse_ps_bench_args, &ps_bench_usage, &run);
 }
 
 }  // namespace plait::cli

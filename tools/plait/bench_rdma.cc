@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "bench_options.h"
+#include "bench_subcommand.h"
 #include "commands.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -247,28 +248,7 @@ std::string rdma_bench_usage() {
 }
 
 int rdma_bench_main(const std::vector<std::string>& args) {
-  RdmaBenchOptions o;
-  try {
-    o = parse_rdma_bench_args(args);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "plait bench rdma: %s\n(plait bench rdma --help for usage)\n", e.what());
-    return 2;
-  }
-  if (o.help) {
-    std::fputs(rdma_bench_usage().c_str(), stdout);
-    return 0;
-  }
-  try {
-    if (o.nranks > 0) {
-      std::vector<std::string> command = {"/proc/self/exe", "bench", "rdma"};
-      command.insert(command.end(), o.forwarded_args.begin(), o.forwarded_args.end());
-      return launch_local_job(o.nranks, command);
-    }
-    return run(o);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "plait bench rdma: %s\n", e.what());
-    return e.category() == ErrorCategory::kInvalidUsage ? 2 : 1;
-  }
+  return bench_subcommand_main("rdma", args, &parse_rdma_bench_args, &rdma_bench_usage, &run);
 }
 
 }  // namespace plait::cli

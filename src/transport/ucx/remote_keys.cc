@@ -23,12 +23,6 @@
 namespace plait::transport::ucx {
 namespace {
 
-template <typename T>
-std::vector<char> bytes_of(const T& value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  return std::vector<char>(p, p + sizeof value);
-}
-
 unsigned protection_of(uint32_t access) {
   unsigned prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE;
   if (access & (kAccessRemoteRead | kAccessRemoteAtomic)) prot |= UCP_MEM_MAP_PROT_REMOTE_READ;
@@ -126,8 +120,7 @@ ucs_status_t UcxFabric::on_key_request(void* arg, const void* header, size_t hea
                                        size_t, const ucp_am_recv_param_t*) {
   auto& f = *static_cast<UcxFabric*>(arg);
   KeyRequest q;
-  if (header_bytes != sizeof q) return UCS_OK;
-  std::memcpy(&q, header, sizeof q);
+  if (!read_header(header, header_bytes, &q)) return UCS_OK;
   const int source = f.checked_source(q.source, "key request");
   if (source < 0 || f.peers_[source]->failed.load()) return UCS_OK;
   KeyReply k;
@@ -163,8 +156,7 @@ ucs_status_t UcxFabric::on_key_revoked(void* arg, const void* header, size_t hea
                                        size_t, const ucp_am_recv_param_t*) {
   auto& f = *static_cast<UcxFabric*>(arg);
   KeyRevoke k;
-  if (header_bytes != sizeof k) return UCS_OK;
-  std::memcpy(&k, header, sizeof k);
+  if (!read_header(header, header_bytes, &k)) return UCS_OK;
   const int source = f.checked_source(k.source, "key revocation answer");
   if (source < 0) return UCS_OK;
   if (auto it = f.local_regions_.find(k.key); it != f.local_regions_.end())
@@ -176,8 +168,7 @@ ucs_status_t UcxFabric::on_imm(void* arg, const void* header, size_t header_byte
                                const ucp_am_recv_param_t*) {
   auto& f = *static_cast<UcxFabric*>(arg);
   ImmHeader h;
-  if (header_bytes != sizeof h) return UCS_OK;
-  std::memcpy(&h, header, sizeof h);
+  if (!read_header(header, header_bytes, &h)) return UCS_OK;
   const int source = f.checked_source(h.source, "immediate");
   if (source < 0 || f.peers_[source]->failed.load()) return UCS_OK;
   f.deliver_imm(source, h);

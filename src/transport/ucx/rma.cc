@@ -25,12 +25,6 @@
 namespace plait::transport::ucx {
 namespace {
 
-template <typename T>
-std::vector<char> bytes_of(const T& value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  return std::vector<char>(p, p + sizeof value);
-}
-
 AccessKind access_kind(OpType type) {
   switch (type) {
     case OpType::kWrite:
@@ -250,8 +244,7 @@ ucs_status_t UcxFabric::on_key_reply(void* arg, const void* header, size_t heade
                                      const ucp_am_recv_param_t* param) {
   auto& f = *static_cast<UcxFabric*>(arg);
   KeyReply k;
-  if (header_bytes != sizeof k) return UCS_OK;
-  std::memcpy(&k, header, sizeof k);
+  if (!read_header(header, header_bytes, &k)) return UCS_OK;
   const int source = f.checked_source(k.source, "key reply");
   if (source < 0 || !f.w_.eps[source]) return UCS_OK;
   auto it = f.remote_regions_.find({source, k.key});
@@ -290,8 +283,7 @@ ucs_status_t UcxFabric::on_key_revoke(void* arg, const void* header, size_t head
                                       size_t, const ucp_am_recv_param_t*) {
   auto& f = *static_cast<UcxFabric*>(arg);
   KeyRevoke k;
-  if (header_bytes != sizeof k) return UCS_OK;
-  std::memcpy(&k, header, sizeof k);
+  if (!read_header(header, header_bytes, &k)) return UCS_OK;
   const int source = f.checked_source(k.source, "key revocation");
   if (source < 0 || f.peers_[source]->failed.load() || !f.w_.eps[source]) return UCS_OK;
   InFlight in;
@@ -324,8 +316,7 @@ ucs_status_t UcxFabric::on_imm_done(void* arg, const void* header, size_t header
                                     size_t, const ucp_am_recv_param_t*) {
   auto& f = *static_cast<UcxFabric*>(arg);
   ImmDone d;
-  if (header_bytes != sizeof d) return UCS_OK;
-  std::memcpy(&d, header, sizeof d);
+  if (!read_header(header, header_bytes, &d)) return UCS_OK;
   const int source = f.checked_source(d.source, "immediate answer");
   OpRef op = source < 0 ? nullptr : f.ops_.find(d.op);
   if (op && !op->done() && op->peer.load() == source && op->type == OpType::kWrite)

@@ -108,7 +108,7 @@ void UcxFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64
   h.word = header;
   InFlight in;
   in.op = op;
-  in.header.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
+  in.header = bytes_of(h);
   expect_transfer(len);
   std::lock_guard lock(worker_mu_);
   if (op->done()) return;  // its peer failed meanwhile

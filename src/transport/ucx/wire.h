@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace plait::transport::ucx {
 
@@ -82,6 +84,21 @@ struct ImmDone {
   uint32_t reserved = 0;
   uint64_t op = 0;
 };
+
+// A header's bytes, for an InFlight that keeps them until UCX is done reading.
+template <typename T>
+std::vector<char> bytes_of(const T& header) {
+  const char* p = reinterpret_cast<const char*>(&header);
+  return std::vector<char>(p, p + sizeof header);
+}
+
+// An arriving header of kind T: false (the message is dropped) when its size is not T's.
+template <typename T>
+bool read_header(const void* header, size_t header_bytes, T* out) {
+  if (header_bytes != sizeof *out) return false;
+  std::memcpy(out, header, sizeof *out);
+  return true;
+}
 
 // A denial's text is bounded: a reply is never a way to make the initiator allocate.
 inline constexpr size_t kMaxDenialBytes = 1024;

@@ -141,8 +141,7 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
                            const ucp_am_recv_param_t*) -> ucs_status_t {
     auto& f = *static_cast<UcxFabric*>(arg);
     HelloHeader h;
-    if (header_bytes != sizeof h) return UCS_OK;
-    std::memcpy(&h, header, sizeof h);
+    if (!read_header(header, header_bytes, &h)) return UCS_OK;
     if (h.magic != kHelloMagic || h.version != kWireVersion || h.size != f.size_) {
       log(LogLevel::kWarn, "rank ", f.rank_, ": ucx fabric '", f.name_,
           "': dropped a hello that is not from this job's plait (version ", h.version,
@@ -240,8 +239,7 @@ void UcxFabric::exchange_hellos(const FabricOptions& o) {
       hello.source = rank_;
       hello.size = size_;
       InFlight in;
-      in.header.assign(reinterpret_cast<const char*>(&hello),
-                       reinterpret_cast<const char*>(&hello + 1));
+      in.header = bytes_of(hello);
       send_tracked(*it, kAmHello, std::move(in), nullptr, 0, nullptr);
       it = unpublished.erase(it);
       any = true;
@@ -342,8 +340,7 @@ bool UcxFabric::close_endpoints() {
     if (!force) {
       const int32_t source = rank_;
       InFlight in;
-      in.header.assign(reinterpret_cast<const char*>(&source),
-                       reinterpret_cast<const char*>(&source + 1));
+      in.header = bytes_of(source);
       send_tracked(p, kAmGoodbye, std::move(in), nullptr, 0, nullptr);
     }
     ucp_request_param_t param{};
