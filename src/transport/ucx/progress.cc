@@ -181,8 +181,13 @@ bool UcxFabric::progress() {
   // A large transfer moves without a local event while the peer copies it (a rendezvous
   // over shared memory, a get on a NIC): for its expected duration it counts as activity,
   // so a hybrid waiter keeps polling instead of sleeping into two thread wake-ups.
-  return any || Clock::now().time_since_epoch().count() <
-                    transfer_until_.load(std::memory_order_relaxed);
+  if (any) return true;
+  // The clock only while a transfer is expected (it costs as much as an idle pass).
+  int64_t until = transfer_until_.load(std::memory_order_relaxed);
+  if (until == 0) return false;
+  if (Clock::now().time_since_epoch().count() < until) return true;
+  transfer_until_.compare_exchange_strong(until, 0, std::memory_order_relaxed);
+  return false;
 }
 
 void UcxFabric::expect_transfer(size_t bytes) {
