@@ -142,6 +142,13 @@ class Fabric {
   // `access` is a mask of Access flags. Throws kInvalidUsage for a null or empty range.
   virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
                                                         uint32_t access) = 0;
+  // `length` bytes of zeroed memory at region->addr(), registered with `access`, of the kind
+  // this fabric's peers reach fastest (MPI_Alloc_mem): over UCX, memory UCX allocates, which
+  // its shared-memory transports map into the peers so that a write is a store; elsewhere
+  // page-aligned anonymous memory. Regions registered inside it with register_memory() share
+  // that, and must be destroyed before it. The memory is freed when the region is destroyed,
+  // never before deregistration has succeeded. Throws kInvalidUsage for length 0.
+  virtual std::unique_ptr<MemoryRegion> allocate_memory(size_t length, uint32_t access) = 0;
 
   // Collective: every rank gives its descriptors (the same number on every rank) and gets
   // everybody's, result[r] being rank r's. Blocks until all ranks called, or timeout().

@@ -42,6 +42,14 @@ class PublicFabric final : public Fabric {
                           {.rank = rank(), .op = "register_memory"});
     return fabric_->register_memory(addr, length, access);
   }
+  std::unique_ptr<MemoryRegion> allocate_memory(size_t length, uint32_t access) override {
+    if (length == 0)
+      throw invalid_usage("allocate_memory: length 0", {.rank = rank(), .op = "allocate_memory"});
+    if ((access & ~static_cast<uint32_t>(kAccessAll)) != 0)
+      throw invalid_usage("allocate_memory: unknown access flags " + std::to_string(access),
+                          {.rank = rank(), .op = "allocate_memory"});
+    return fabric_->allocate_memory(length, access);
+  }
 
   std::vector<std::vector<RemoteKey>> exchange(const std::vector<RemoteKey>& mine) override {
     // Every rank's n-th exchange uses the same keys: exchange is collective.

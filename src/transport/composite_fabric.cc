@@ -196,6 +196,8 @@ CompositeFabric::CompositeFabric(const FabricOptions& options,
     capabilities_.any_source &= c.any_source;
     capabilities_.streams_per_peer = std::max(capabilities_.streams_per_peer, c.streams_per_peer);
     if (auto* in = dynamic_cast<InlineProgress*>(p.get())) inline_.push_back(in);
+    if (c.own_memory && !allocator_) allocator_ = p.get();
+    capabilities_.own_memory |= c.own_memory;
     if (p->cost_model().alpha_us >= cost_model_.alpha_us || &p == &providers_.front())
       cost_model_ = p->cost_model();
   }
@@ -221,6 +223,11 @@ std::unique_ptr<MemoryRegion> CompositeFabric::register_memory(void* addr, size_
   } catch (const Error& e) {
     throw e.with_context({.rank = rank_, .op = "register_memory"});
   }
+}
+
+std::unique_ptr<MemoryRegion> CompositeFabric::allocate_memory(size_t length, uint32_t access) {
+  return allocator_ ? allocator_->allocate_memory(length, access)
+                    : Fabric::allocate_memory(length, access);
 }
 
 void CompositeFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,

@@ -34,6 +34,9 @@ class CompositeFabric final : public Fabric, public InlineProgress {
   std::unique_ptr<CompletionQueue> create_cq() override;
   std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
                                                 uint32_t access) override;
+  // From the provider with memory of its own (ucx), if any: its peers gain, the others
+  // reach that memory like any other.
+  std::unique_ptr<MemoryRegion> allocate_memory(size_t length, uint32_t access) override;
 
   void send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
             CompletionQueue* cq, uint64_t context) override;
@@ -70,6 +73,7 @@ class CompositeFabric final : public Fabric, public InlineProgress {
   std::vector<std::unique_ptr<Fabric>> providers_;
   std::vector<Fabric*> route_;
   std::vector<InlineProgress*> inline_;  // providers that can be driven inline
+  Fabric* allocator_ = nullptr;          // the provider with own_memory, if any
   std::shared_ptr<MemoryRegistry> registry_;
   Capabilities capabilities_;
   CostModel cost_model_;

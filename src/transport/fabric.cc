@@ -1,6 +1,7 @@
 // Provider-independent parts of the Fabric interface.
 #include "transport/fabric.h"
 
+#include "transport/allocated_memory.h"
 #include "transport/shm/shm_provider.h"
 #include "transport/tcp/tcp_provider.h"
 #include "transport/ucx/ucx_provider.h"
@@ -23,6 +24,10 @@ std::string_view to_string(OpType op) {
 }  // namespace plait::rdma
 
 namespace plait::transport {
+
+std::unique_ptr<MemoryRegion> Fabric::allocate_memory(size_t length, uint32_t access) {
+  return allocate_anonymous_memory(*this, length, access);
+}
 
 std::vector<Capabilities> provider_capabilities(const Config& config) {
   return {shm_capabilities(config), tcp_capabilities(config), ucx_capabilities()};

@@ -104,6 +104,8 @@ struct Capabilities {
   bool atomics = true;
   bool any_source = true;
   int streams_per_peer = 1;
+  // allocate_memory() gives memory this provider reaches faster than the user's own.
+  bool own_memory = false;
 };
 
 // The provider's alpha-beta model: sending n bytes costs alpha_us + n / beta_Bpus. The eager
@@ -152,6 +154,11 @@ class Fabric {
   virtual std::unique_ptr<CompletionQueue> create_cq() = 0;
   virtual std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
                                                         uint32_t access) = 0;
+  // `length` bytes of zeroed memory, registered with `access`, that this fabric's peers
+  // reach fastest (the UCX provider: memory UCX allocates, which its shared-memory transports
+  // map into peers, so a write is a store instead of a system call). Freed when the region
+  // is destroyed. Default: page-aligned anonymous memory (allocated_memory.h).
+  virtual std::unique_ptr<MemoryRegion> allocate_memory(size_t length, uint32_t access);
 
   // Two-sided. The receiver's buffer must be at least the message's length, else the recv
   // completes with a truncation error. `peer` for recv may be kAnySource.

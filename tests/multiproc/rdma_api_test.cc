@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -191,6 +192,65 @@ int rdma_child() {
     refused = e.category() == ErrorCategory::kInvalidUsage;
   }
   CHECK_OR_FAIL(refused, "a foreign completion queue was accepted");
+
+  // Memory the fabric allocates (over UCX, UCX's own: its shared-memory transports map it into
+  // the peers): zeroed; written, read and added to by the left neighbour; a region registered
+  // inside it reached under its own key and bounds.
+  {
+    constexpr size_t kAlloc = 256 << 10, kInner = 4096, kData = 64 << 10;
+    auto alloc = fabric->allocate_memory(kAlloc, rdma::kAccessAll);
+    auto* mem = static_cast<uint8_t*>(alloc->addr());
+    CHECK_OR_FAIL(alloc->length() == kAlloc && alloc->access() == rdma::kAccessAll &&
+                      std::all_of(mem, mem + kAlloc, [](uint8_t b) { return b == 0; }),
+                  "allocate_memory: %zu bytes, access %u, not all zero", alloc->length(),
+                  alloc->access());
+    bool refused_empty = false;
+    try {
+      fabric->allocate_memory(0, rdma::kAccessAll);
+    } catch (const Error& e) {
+      refused_empty = e.category() == ErrorCategory::kInvalidUsage;
+    }
+    CHECK_OR_FAIL(refused_empty, "allocate_memory(0) was not refused");
+    auto inner = fabric->register_memory(mem + kInner, kInner, rdma::kAccessRemoteWrite);
+    const auto akeys = fabric->exchange({alloc->remote_key(), inner->remote_key()});
+    std::vector<uint8_t> data(kData);
+    for (size_t i = 0; i < kData; ++i) data[i] = byte_of(me, i);
+    uint64_t old_word = ~0ull;
+    fabric->write(right, data.data(), kData, akeys[right][0], 2 * kInner, {}, *cq, 40);
+    fabric->write(right, data.data(), 64, akeys[right][1], 0, {}, *cq, 41);
+    fabric->fetch_add(right, &old_word, akeys[right][0], 0, me + 1, *cq, 42);
+    fabric->write(right, junk.data(), 64, akeys[right][1], kInner - 32, {}, *cq, 43);
+    for (int i = 0; i < 4; ++i) {
+      if (!take(*cq, &c, "an op on allocated memory")) return 1;
+      if (c.context == 43) {
+        CHECK_OR_FAIL(!c.ok() && c.error->category() == ErrorCategory::kInvalidUsage,
+                      "a write past a region inside allocated memory: %s",
+                      c.ok() ? "succeeded" : c.error->what());
+      } else {
+        CHECK_OR_FAIL(c.ok(), "op %llu on allocated memory: %s",
+                      static_cast<unsigned long long>(c.context), c.error->what());
+      }
+    }
+    CHECK_OR_FAIL(old_word == 0, "fetch_add on allocated memory saw %llu",
+                  static_cast<unsigned long long>(old_word));
+    fabric->exchange(RemoteKey{});  // every op on every rank's memory has landed
+    uint64_t word = 0;
+    std::memcpy(&word, mem, sizeof word);
+    CHECK_OR_FAIL(word == static_cast<uint64_t>(left) + 1, "allocated word %llu, want %d",
+                  static_cast<unsigned long long>(word), left + 1);
+    for (size_t i = 0; i < kData; ++i)
+      CHECK_OR_FAIL(mem[2 * kInner + i] == byte_of(left, i), "allocated byte %zu", 2 * kInner + i);
+    for (size_t i = 0; i < kInner; ++i)
+      CHECK_OR_FAIL(mem[kInner + i] == (i < 64 ? byte_of(left, i) : 0),
+                    "byte %zu of the region inside allocated memory", i);
+    std::vector<uint8_t> back_alloc(kData);
+    fabric->read(right, back_alloc.data(), kData, akeys[right][0], 2 * kInner, *cq, 44);
+    if (!take(*cq, &c, "read of allocated memory")) return 1;
+    CHECK_OR_FAIL(c.ok() && back_alloc == data, "read of allocated memory: %s",
+                  c.ok() ? "wrong bytes" : c.error->what());
+    fabric->exchange(RemoteKey{});  // nobody deregisters while a peer may still access it
+    inner.reset();  // regions inside allocated memory go first
+  }
 
   // Two-sided: a token around the ring, header word and tag delivered.
   int64_t token = me, got = -1;

@@ -39,6 +39,8 @@ class ProviderJob : public ::testing::TestWithParam<ProviderCase> {
 TEST_P(ProviderPair, CapabilitiesAndCostModel) {
   EXPECT_EQ(f(0).capabilities().provider, GetParam().provider);
   EXPECT_TRUE(f(0).capabilities().rma);
+  // Only UCX has memory of its own to give (allocate_memory).
+  EXPECT_EQ(f(0).capabilities().own_memory, GetParam().provider == "ucx");
   EXPECT_GT(threshold(), 0u);
   EXPECT_EQ(f(1).rank(), 1);
   EXPECT_EQ(f(1).size(), 2);

@@ -38,8 +38,8 @@ struct Side {
   rdma::Fabric& fabric;
   int peer;
   CompletionQueue& cq;
-  std::vector<char>& out;  // what we send or write
-  std::vector<char>& in;   // where the peer writes or sends to us
+  char* out;  // what we send or write
+  char* in;   // where the peer writes or sends to us
   rdma::RemoteKey peer_key;
   int writes_in_flight = 0;
 
@@ -62,22 +62,22 @@ struct Side {
     }
   }
   void send(size_t bytes) {
-    fabric.send(peer, out.data(), bytes, kTag, 0, cq, 0);
+    fabric.send(peer, out, bytes, kTag, 0, cq, 0);
     take("send");
   }
   void recv(size_t bytes) {
-    fabric.recv(peer, in.data(), bytes, kTag, cq, 0);
+    fabric.recv(peer, in, bytes, kTag, cq, 0);
     take("recv");
   }
   void write(size_t bytes, uint64_t seq) {
-    std::memcpy(out.data() + bytes - sizeof seq, &seq, sizeof seq);
-    fabric.write(peer, out.data(), bytes, peer_key, 0, std::nullopt, cq, 0);
+    std::memcpy(out + bytes - sizeof seq, &seq, sizeof seq);
+    fabric.write(peer, out, bytes, peer_key, 0, std::nullopt, cq, 0);
     ++writes_in_flight;
   }
   // Polls our memory for the peer's write number `seq` (its last 8 bytes), progressing the
   // fabric meanwhile: where the transport emulates writes, our progress applies them.
   void await_write(size_t bytes, uint64_t seq) {
-    auto* word = reinterpret_cast<uint64_t*>(in.data() + bytes - sizeof seq);
+    auto* word = reinterpret_cast<uint64_t*>(in + bytes - sizeof seq);
     const Deadline deadline = Deadline::after(fabric.timeout());
     for (unsigned spins = 0;; ++spins) {
       if (std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire) == seq) return;
@@ -139,8 +139,22 @@ int run(const RdmaBenchOptions& o) {
   if (fabric->size() < 2) throw invalid_usage("plait bench rdma needs 2 ranks (-n 2)");
   const std::vector<size_t> sizes = size_sweep(std::max<size_t>(o.min_bytes, 8),
                                                std::max<size_t>(o.max_bytes, 8), o.factor);
-  std::vector<char> out(sizes.back()), in(sizes.back());
-  auto region = fabric->register_memory(in.data(), in.size(), rdma::kAccessRemoteWrite);
+  // Both buffers as ucx_perftest has them (memory the transport allocates), or the user's.
+  std::vector<char> user_out, user_in;
+  std::unique_ptr<rdma::MemoryRegion> out_region, region;
+  char *out = nullptr, *in = nullptr;
+  if (o.memory == "fabric") {
+    out_region = fabric->allocate_memory(sizes.back(), rdma::kAccessLocal);
+    region = fabric->allocate_memory(sizes.back(), rdma::kAccessRemoteWrite);
+    out = static_cast<char*>(out_region->addr());
+    in = static_cast<char*>(region->addr());
+  } else {
+    user_out.resize(sizes.back());
+    user_in.resize(sizes.back());
+    out = user_out.data();
+    in = user_in.data();
+    region = fabric->register_memory(in, sizes.back(), rdma::kAccessRemoteWrite);
+  }
   const std::vector<rdma::RemoteKey> keys = fabric->exchange(region->remote_key());
   if (me < 2) {
     const int peer = 1 - me;
@@ -148,8 +162,8 @@ int run(const RdmaBenchOptions& o) {
     Side side{*fabric, peer, *cq, out, in, keys[peer]};
     FILE* json = me == 0 && !o.json_path.empty() ? std::fopen(o.json_path.c_str(), "w") : nullptr;
     if (me == 0) {
-      std::printf("# plait bench rdma %s: rank 0 and rank 1 over %s%s\n", o.test.c_str(),
-                  fabric->provider(1).c_str(),
+      std::printf("# plait bench rdma %s: rank 0 and rank 1 over %s, %s memory%s\n",
+                  o.test.c_str(), fabric->provider(1).c_str(), o.memory.c_str(),
                   o.test == "put_bw" ? (", " + std::to_string(o.window) + " writes in flight").c_str()
                                      : "");
       std::printf("%12s %8s %12s %10s\n", "size(B)", "iters",
@@ -166,8 +180,8 @@ int run(const RdmaBenchOptions& o) {
       const double gbps = static_cast<double>(bytes) / t / 1e9;
       std::printf("%12zu %8d %12.2f %10.3f\n", bytes, iters, t * 1e6, gbps);
       if (json)
-        std::fprintf(json, "{\"test\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"time_us\":%.4f,\"gbps\":%.4f}\n",
-                     o.test.c_str(), bytes, iters, t * 1e6, gbps);
+        std::fprintf(json, "{\"test\":\"%s\",\"memory\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"time_us\":%.4f,\"gbps\":%.4f}\n",
+                     o.test.c_str(), o.memory.c_str(), bytes, iters, t * 1e6, gbps);
     }
     if (json) std::fclose(json);
     std::fflush(stdout);
@@ -220,6 +234,10 @@ RdmaBenchOptions parse_rdma_bench_args(const std::vector<std::string>& args) {
       o.iters = to_int(arg, value(), 1);
     } else if (arg == "--window") {
       o.window = to_int(arg, value(), 1);
+    } else if (arg == "--memory") {
+      o.memory = value();
+      if (o.memory != "fabric" && o.memory != "user")
+        throw invalid_usage("--memory is fabric or user, not '" + o.memory + "'");
     } else if (arg == "--json") {
       o.json_path = value();
     } else {
@@ -243,6 +261,8 @@ std::string rdma_bench_usage() {
          "  --factor F    size multiplier between rows (default 4)\n"
          "  --iters N     timed calls per size (default: ~256 MiB moved, 20 to 5000)\n"
          "  --window W    put_bw: writes in flight (default 16)\n"
+         "  --memory M    fabric (default): buffers from Fabric::allocate_memory, as\n"
+         "                ucx_perftest allocates them; user: the program's own, registered\n"
          "  --json FILE   also write one JSON object per size to FILE\n"
          "PLAIT_TRANSPORT picks the provider (shm, tcp, ucx; PLAIT_UCX_TLS for UCX's).\n";
 }

@@ -23,6 +23,7 @@ struct RdmaBenchOptions {
   double factor = 4.0;
   int iters = 0;    // 0: by size, about 256 MiB moved, 20 to 5000
   int window = 16;  // put_bw: writes in flight
+  std::string memory = "fabric";  // fabric: Fabric::allocate_memory; user: registered vectors
   std::string json_path;
   std::vector<std::string> forwarded_args;
   bool help = false;

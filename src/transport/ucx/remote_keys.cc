@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "transport/allocated_memory.h"
 #include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 
@@ -32,18 +33,75 @@ unsigned protection_of(uint32_t access) {
 
 }  // namespace
 
+std::unique_ptr<MemoryRegion> UcxFabric::allocate_memory(size_t length, uint32_t access) {
+  const ErrorContext ctx{.rank = rank_, .op = "allocate_memory", .bytes = static_cast<int64_t>(length)};
+  if (length == 0) throw invalid_usage("allocate_memory: length 0", ctx);
+  ucp_mem_h memh = nullptr;
+  void* addr = nullptr;
+  {
+    std::lock_guard lock(worker_mu_);
+    ucp_mem_map_params_t p{};
+    p.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
+                   UCP_MEM_MAP_PARAM_FIELD_PROT;
+    p.length = length;
+    p.flags = UCP_MEM_MAP_ALLOCATE;
+    // Every region registered inside it shares this handle; plait checks each one's access.
+    p.prot = protection_of(kAccessAll);
+    ucs_status_t s = ucx().ucp_mem_map(w_.context, &p, &memh);
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+    if (s == UCS_OK) s = ucx().ucp_mem_query(memh, &attr);
+    if (s != UCS_OK) {
+      if (memh) ucx().ucp_mem_unmap(w_.context, memh);
+      log(LogLevel::kWarn, "rank ", rank_, ": UCX could not allocate ", length,
+          " bytes (", ucx().ucs_status_string(s), "); using anonymous memory");
+      return Fabric::allocate_memory(length, access);
+    }
+    addr = attr.address;
+    // UCX hands out its allocators' memory as it comes; the contract says zeroed.
+    std::memset(addr, 0, length);
+    allocations_[reinterpret_cast<uintptr_t>(addr)] = {memh, length};
+  }
+  auto release = [this, alive = std::weak_ptr<int>(alive_), addr, memh] {
+    if (alive.expired()) return;
+    std::lock_guard lock(worker_mu_);
+    allocations_.erase(reinterpret_cast<uintptr_t>(addr));
+    ucx().ucp_mem_unmap(w_.context, memh);
+  };
+  std::unique_ptr<MemoryRegion> registration;
+  try {
+    registration = register_memory(addr, length, access);
+  } catch (...) {
+    release();
+    throw;
+  }
+  return std::make_unique<OwningMemoryRegion>(std::move(registration), std::move(release));
+}
+
 void UcxFabric::on_add(const RegionRef& region) {
   LocalRegion r;
   r.region = region;
   std::lock_guard lock(worker_mu_);
+  const auto base = reinterpret_cast<uintptr_t>(region->base());
+  if (auto a = allocations_.upper_bound(base); region->length() > 0 && a != allocations_.begin()) {
+    --a;
+    if (base - a->first <= a->second.length &&
+        region->length() <= a->second.length - (base - a->first)) {
+      r.memh = a->second.memh;
+      r.owns_memh = false;
+    }
+  }
   if (region->length() > 0) {
-    ucp_mem_map_params_t p{};
-    p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                   UCP_MEM_MAP_PARAM_FIELD_PROT;
-    p.address = region->base();
-    p.length = region->length();
-    p.prot = protection_of(region->access());
-    ucs_status_t s = ucx().ucp_mem_map(w_.context, &p, &r.memh);
+    ucs_status_t s = UCS_OK;
+    if (!r.memh) {
+      ucp_mem_map_params_t p{};
+      p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                     UCP_MEM_MAP_PARAM_FIELD_PROT;
+      p.address = region->base();
+      p.length = region->length();
+      p.prot = protection_of(region->access());
+      s = ucx().ucp_mem_map(w_.context, &p, &r.memh);
+    }
     if (s == UCS_OK) s = ucx().ucp_rkey_pack(w_.context, r.memh, &r.packed, &r.packed_bytes);
     if (s != UCS_OK) {
       // Refused at the first access rather than at registration: the other providers of a
@@ -106,7 +164,7 @@ std::string UcxFabric::on_remove(const RegionRef& region) {
 
 void UcxFabric::unmap(LocalRegion& r) {
   if (r.packed) ucx().ucp_rkey_buffer_release(r.packed);
-  if (r.memh) ucx().ucp_mem_unmap(w_.context, r.memh);
+  if (r.memh && r.owns_memh) ucx().ucp_mem_unmap(w_.context, r.memh);
   r.packed = nullptr;
   r.memh = nullptr;
 }

@@ -56,6 +56,7 @@ Loaded load() {
   PLAIT_UCX_BIND(ucp, ucp_get_version_string);
   PLAIT_UCX_BIND(ucp, ucp_init_version);
   PLAIT_UCX_BIND(ucp, ucp_mem_map);
+  PLAIT_UCX_BIND(ucp, ucp_mem_query);
   PLAIT_UCX_BIND(ucp, ucp_mem_unmap);
   PLAIT_UCX_BIND(ucp, ucp_put_nbx);
   PLAIT_UCX_BIND(ucp, ucp_request_cancel);

@@ -37,6 +37,7 @@ struct UcxApi {
   PLAIT_UCX_FN(ucp_get_version_string);
   PLAIT_UCX_FN(ucp_init_version);
   PLAIT_UCX_FN(ucp_mem_map);
+  PLAIT_UCX_FN(ucp_mem_query);
   PLAIT_UCX_FN(ucp_mem_unmap);
   PLAIT_UCX_FN(ucp_put_nbx);
   PLAIT_UCX_FN(ucp_request_cancel);

@@ -8,6 +8,7 @@ namespace plait::transport {
 Capabilities ucx_capabilities() {
   Capabilities c;
   c.provider = "ucx";
+  c.own_memory = true;
   return c;
 }
 
@@ -70,6 +71,7 @@ UcxFabric::UcxFabric(const FabricOptions& options)
 }
 
 UcxFabric::~UcxFabric() {
+  alive_.reset();
   stop_reporting();
   stop_requested_.store(true);
   if (wake_fd_.valid()) wake_progress();
@@ -79,7 +81,11 @@ UcxFabric::~UcxFabric() {
   if (listening_) registry_->remove_listener(this);
   const bool clean = close_endpoints();
   std::lock_guard lock(worker_mu_);
-  if (clean) {
+  if (!allocations_.empty())
+    log(LogLevel::kError, "rank ", rank_, ": ", allocations_.size(),
+        " region(s) from allocate_memory outlive their UCX fabric; their memory stays until "
+        "the process exits (destroy regions before the fabric)");
+  if (clean && allocations_.empty()) {
     forget_remote_regions();
     unmap_all();
   } else {

@@ -78,6 +78,9 @@ class UcxFabric final : public Fabric,
   std::unique_ptr<CompletionQueue> create_cq() override;
   std::unique_ptr<MemoryRegion> register_memory(void* addr, size_t length,
                                                 uint32_t access) override;
+  // Memory UCX allocates (ucp_mem_map with UCP_MEM_MAP_ALLOCATE, as ucx_perftest uses):
+  // its shared-memory transports map it into peers, so a put is a store. remote_keys.cc.
+  std::unique_ptr<MemoryRegion> allocate_memory(size_t length, uint32_t access) override;
 
   void send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
             CompletionQueue* cq, uint64_t context) override;
@@ -144,6 +147,7 @@ class UcxFabric final : public Fabric,
   struct LocalRegion {
     RegionRef region;
     ucp_mem_h memh = nullptr;
+    bool owns_memh = true;   // false: an allocation's (allocations_), unmapped with it
     void* packed = nullptr;  // the packed remote key (ucp_rkey_pack)
     size_t packed_bytes = 0;
     std::string map_error;   // why UCX could not map it (then every request is denied)
@@ -281,6 +285,14 @@ class UcxFabric final : public Fabric,
   std::vector<bool> hello_from_;                   // setup; worker_mu_
   std::map<std::pair<int, uint64_t>, RemoteRegion> remote_regions_;  // (peer, key); worker_mu_
   std::unordered_map<uint64_t, LocalRegion> local_regions_;          // by key; worker_mu_
+  // allocate_memory()'s memory by base address: a region registered inside one is packed
+  // from the allocation's handle, so peers reach it the way they reach the allocation.
+  // worker_mu_
+  struct Allocation {
+    ucp_mem_h memh = nullptr;
+    size_t length = 0;
+  };
+  std::map<uintptr_t, Allocation> allocations_;
   struct WriteFlush {
     bool in_flight = false;
     std::vector<std::pair<OpRef, RmaArgs>> next;  // posted since the flush in flight began
@@ -302,6 +314,9 @@ class UcxFabric final : public Fabric,
   std::atomic<int64_t> transfer_until_{0};  // Clock ticks: see expect_transfer()
   net::Fd wake_fd_;
   std::thread progress_;
+  // Expires with the fabric: an allocation freed after it (against the contract) is left
+  // to the process's exit instead of touching a destroyed worker.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 // The provider's default cost model (UCX over loopback tcp or shared memory; `plait tune
