@@ -142,16 +142,18 @@ std::string unregistered_denial(uint64_t key) {
 
 std::string access_denial(uint64_t key, uint64_t base, uint64_t region_length, uint32_t access,
                           uint64_t offset, uint64_t length, AccessKind kind) {
-  const std::string k = "key " + format_key(key);
+  // Formatted only for a refusal: this check is on every one-sided operation's path (a
+  // key formatted up front was ~10 % of a small write over UCX's shared memory).
+  auto k = [key] { return "key " + format_key(key); };
   if ((access & needed_flag(kind)) == 0)
-    return k + " does not allow " + kind_name(kind) + " (region access: " +
+    return k() + " does not allow " + kind_name(kind) + " (region access: " +
            access_names(access) + ")";
   // Written so that offset + length cannot overflow.
   if (offset > region_length || length > region_length - offset)
-    return k + " offset " + std::to_string(offset) + " + " + std::to_string(length) +
+    return k() + " offset " + std::to_string(offset) + " + " + std::to_string(length) +
            " bytes exceeds region of " + std::to_string(region_length) + " bytes";
   if (kind == AccessKind::kAtomic && (base + offset) % sizeof(uint64_t) != 0)
-    return k + " offset " + std::to_string(offset) +
+    return k() + " offset " + std::to_string(offset) +
            " is not 8-byte aligned, as a 64-bit atomic needs";
   return {};
 }
