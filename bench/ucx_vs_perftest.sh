@@ -16,9 +16,10 @@
 # Prints one markdown table: min / median / max over the repetitions, and plait's median over
 # ucx_perftest's (for times, above 1 is slower; for GB/s, below 1 is slower).
 #
-# ucx_perftest allocates its buffers with UCX (ucp_mem_map ALLOCATE: on sm, shared memory
-# that a put copies into directly); plait writes into memory the user allocated, which UCX's
-# sm transports can reach only by software emulation (active messages the target applies).
+# Both allocate their buffers with UCX (ucx_perftest: ucp_mem_map ALLOCATE; plait bench rdma:
+# Fabric::allocate_memory, the same call): on sm, shared memory a put copies into directly.
+# MEMORY=user measures plait on memory the program allocated and registered instead, which
+# UCX's sm transports reach by software emulation (active messages the target applies).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TLS=${TLS:-"tcp sm"}
@@ -26,6 +27,7 @@ REPS=${REPS:-5}
 LAT_SIZE=${LAT_SIZE:-8}
 BW_SIZE=${BW_SIZE:-4194304}
 PLAIT=${PLAIT:-build/tools/plait/plait}
+MEMORY=${MEMORY:-fabric}
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest missing: apt-get install ucx-utils" >&2; exit 2; }
 OUT=$(mktemp -d /tmp/plait-ucx-perf.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
@@ -60,11 +62,11 @@ for rep in $(seq 1 "$REPS"); do
     record "$tls" pt_bw "$(perftest "$tls" ucp_am_lat "$BW_SIZE" 200 | awk -v n="$BW_SIZE" '{print n / $5 / 1000}')"
     record "$tls" pl_bw "$(plait_json "$tls" "$BW_SIZE" gbps rdma --test send_lat)"
     record "$tls" pt_put_lat "$(perftest "$tls" ucp_put_lat "$LAT_SIZE" 20000 | awk '{print $5}')"
-    record "$tls" pl_put_lat "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test put_lat)"
+    record "$tls" pl_put_lat "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test put_lat --memory "$MEMORY")"
     record "$tls" pt_put_rate "$(perftest "$tls" ucp_put_bw "$LAT_SIZE" 20000 | awk '{print $5}')"
-    record "$tls" pl_put_rate "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test put_bw)"
+    record "$tls" pl_put_rate "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test put_bw --memory "$MEMORY")"
     record "$tls" pt_put_bw "$(perftest "$tls" ucp_put_bw "$BW_SIZE" 200 | awk '{print $7 / 1000}')"
-    record "$tls" pl_put_bw "$(plait_json "$tls" "$BW_SIZE" gbps rdma --test put_bw)"
+    record "$tls" pl_put_bw "$(plait_json "$tls" "$BW_SIZE" gbps rdma --test put_bw --memory "$MEMORY")"
   done
 done
 

@@ -201,20 +201,24 @@ TEST(BenchCli, SingleRankWithoutLauncher) {
 TEST(BenchCli, RdmaPointToPointOverEveryProvider) {
   for (const char* transport : {"shm", "tcp", "ucx"}) {
     for (const char* test : {"send_lat", "put_lat", "put_bw"}) {
-      SCOPED_TRACE(std::string(transport) + " " + test);
+      // Memory from Fabric::allocate_memory (the default) and the program's own, registered.
+      const char* memory = std::string(test) == "put_lat" ? "user" : "fabric";
+      SCOPED_TRACE(std::string(transport) + " " + test + " " + memory);
       TempFile json;
       // 8 B, 512 B, 32 KiB.
       JobResult r = run_command({plait_bin(), "bench", "-n", "2", "rdma", "--test", test, "--min",
                                  "8", "--max", "32K", "--factor", "64", "--iters", "20",
-                                 "--json", json.path()},
+                                 "--memory", memory, "--json", json.path()},
                                 {{"PLAIT_TRANSPORT", transport}, {"PLAIT_UCX_TLS", "tcp"}},
                                 kTimeoutS);
       ASSERT_EQ(r.status, 0) << r.output;
-      EXPECT_NE(r.output.find(std::string("over ") + transport), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(std::string("over ") + transport + ", " + memory + " memory"),
+                std::string::npos) << r.output;
       const std::vector<std::string> lines = read_lines(json.path());
       ASSERT_EQ(lines.size(), 3u) << r.output;
       for (const std::string& line : lines) {
         EXPECT_EQ(json_field(line, "test"), std::string("\"") + test + "\"") << line;
+        EXPECT_EQ(json_field(line, "memory"), std::string("\"") + memory + "\"") << line;
         EXPECT_GT(std::stod(json_field(line, "time_us")), 0.0) << line;
       }
     }
@@ -222,6 +226,9 @@ TEST(BenchCli, RdmaPointToPointOverEveryProvider) {
   JobResult r = bench({"-n", "2", "rdma", "--test", "put_everything"});
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("send_lat, put_lat or put_bw"), std::string::npos) << r.output;
+  r = bench({"-n", "2", "rdma", "--memory", "gpu"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--memory is fabric or user"), std::string::npos) << r.output;
 }
 
 TEST(Cli, HelpVersionInfo) {
