@@ -385,6 +385,10 @@ INSTANTIATE_TEST_SUITE_P(
                       RdmaCase{4, {{"PLAIT_TEST_HOSTS", "2"}}, "mixed_np4"},
                       RdmaCase{3, {{"PLAIT_TRANSPORT", "ucx"}, {"PLAIT_UCX_TLS", "tcp"}}, "ucx_tcp_np3"},
                       RdmaCase{3, {{"PLAIT_TRANSPORT", "ucx"}, {"PLAIT_UCX_TLS", "sm"}}, "ucx_sm_np3"},
+                      // UCX allocates nothing (no such memory domain): allocate_memory falls
+                      // back to anonymous memory (it once deadlocked on the worker's lock).
+                      RdmaCase{2, {{"PLAIT_TRANSPORT", "ucx"}, {"PLAIT_UCX_TLS", "sm"},
+                                   {"UCX_ALLOC_PRIO", "md:none"}}, "ucx_sm_no_allocator_np2"},
                       RdmaCase{4, {{"PLAIT_TEST_HOSTS", "2"}, {"PLAIT_TRANSPORT", "shm+ucx"},
                                    {"PLAIT_UCX_TLS", "tcp"}}, "mixed_ucx_np4"}),
     [](const auto& info) { return info.param.name; });

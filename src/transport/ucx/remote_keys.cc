@@ -53,15 +53,18 @@ std::unique_ptr<MemoryRegion> UcxFabric::allocate_memory(size_t length, uint32_t
     if (s == UCS_OK) s = ucx().ucp_mem_query(memh, &attr);
     if (s != UCS_OK) {
       if (memh) ucx().ucp_mem_unmap(w_.context, memh);
+      memh = nullptr;
       log(LogLevel::kWarn, "rank ", rank_, ": UCX could not allocate ", length,
           " bytes (", ucx().ucs_status_string(s), "); using anonymous memory");
-      return Fabric::allocate_memory(length, access);
+    } else {
+      addr = attr.address;
+      // UCX hands out its allocators' memory as it comes; the contract says zeroed.
+      std::memset(addr, 0, length);
+      allocations_[reinterpret_cast<uintptr_t>(addr)] = {memh, length};
     }
-    addr = attr.address;
-    // UCX hands out its allocators' memory as it comes; the contract says zeroed.
-    std::memset(addr, 0, length);
-    allocations_[reinterpret_cast<uintptr_t>(addr)] = {memh, length};
   }
+  // Registration takes the worker lock again (on_add).
+  if (!memh) return Fabric::allocate_memory(length, access);
   auto release = [this, alive = std::weak_ptr<int>(alive_), addr, memh] {
     if (alive.expired()) return;
     std::lock_guard lock(worker_mu_);
