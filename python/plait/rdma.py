@@ -8,15 +8,35 @@
     counter = rdma.Window(fabric, np.zeros(1, np.int64), access="a")
     old = counter.fetch_add(0, 0, 1)             # atomically, on rank 0's word
 
+A window on memory the fabric allocated (over UCX, memory its shared-memory transports map
+into the peers: a put is then a memcpy, not an emulated access) is one call:
+
+    win = rdma.Window.allocate(fabric, 1024, np.float32)
+
 Fabric, CompletionQueue, Completion, Region and RemoteKey are the low-level API: register any
 buffer, exchange descriptors, and issue write/read/fetch_add/compare_swap/send/recv with a
 completion queue of your own. A refused access (unknown key, out of bounds, no access) fails
 the initiator's operation with plait.InvalidUsageError and leaves the target's memory as it was.
 """
 
-from ._plait import Completion, CompletionQueue, Fabric, Region, RemoteKey  # noqa: F401
+from ._plait import Completion, CompletionQueue, Fabric, Memory, Region, RemoteKey  # noqa: F401
 
-__all__ = ["Completion", "CompletionQueue", "Fabric", "Region", "RemoteKey", "Window"]
+__all__ = ["Completion", "CompletionQueue", "Fabric", "Memory", "Region", "RemoteKey", "Window",
+           "allocate"]
+
+
+def allocate(fabric, shape, dtype):
+    """A zeroed C-contiguous NumPy array in memory `fabric` allocated (Fabric.allocate).
+
+    The memory lives as long as the array (or a view of it, or a Region registered on it);
+    drop it before the fabric, else UCX's memory stays mapped until the process exits.
+    """
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.frombuffer(fabric.allocate(max(nbytes, 1)), dtype=np.uint8)[:nbytes]
+    return raw.view(dtype).reshape(shape)
 
 
 class Window:
@@ -41,6 +61,11 @@ class Window:
         if imm_queue is not None:  # before the exchange: a peer may write right after it
             fabric.set_imm_queue(imm_queue)
         self.keys = [k[0] for k in fabric.exchange([self.region.key])]
+
+    @classmethod
+    def allocate(cls, fabric, shape, dtype, access="rw", imm_queue=None, timeout=60.0):
+        """A window on a zeroed array in memory the fabric allocated (collective)."""
+        return cls(fabric, allocate(fabric, shape, dtype), access, imm_queue, timeout)
 
     def _finish(self, what):
         c = self.queue.wait(self.timeout)

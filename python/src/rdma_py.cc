@@ -74,6 +74,17 @@ std::optional<PyCompletion> PyCompletionQueue::wait(double timeout_s) {
   return convert(c);
 }
 
+PyMemory::~PyMemory() {
+  pybind11::gil_scoped_release nogil;  // deregistration may wait for peers
+  region_.reset();
+}
+
+pybind11::buffer_info PyMemory::buffer() const {
+  return pybind11::buffer_info(region_->addr(), 1, pybind11::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<pybind11::ssize_t>(region_->length())}, {1},
+                               /*readonly=*/false);
+}
+
 void PyRegion::deregister() {
   if (region_) {
     py::gil_scoped_release nogil;
@@ -133,6 +144,15 @@ std::shared_ptr<PyRegion> PyFabric::register_buffer(py::object buffer, const std
   auto region = std::make_shared<PyRegion>(fabric_->register_memory(view->data(), bytes, flags), view);
   regions_.push_back(region);
   return region;
+}
+
+std::shared_ptr<PyMemory> PyFabric::allocate(size_t bytes) {
+  std::unique_ptr<rdma::MemoryRegion> region;
+  {
+    py::gil_scoped_release nogil;
+    region = fabric_->allocate_memory(bytes, rdma::kAccessLocal);
+  }
+  return std::make_shared<PyMemory>(std::move(region));
 }
 
 std::vector<std::vector<rdma::RemoteKey>> PyFabric::exchange(const std::vector<rdma::RemoteKey>& mine) {
@@ -272,6 +292,12 @@ void register_rdma(py::module_& m) {
       .def("wait", &PyCompletionQueue::wait, py::arg("timeout") = 60.0,
            "Waits up to timeout seconds (PLAIT_WAIT decides how); None on timeout.");
 
+  py::class_<PyMemory, std::shared_ptr<PyMemory>>(
+      m, "Memory", py::buffer_protocol(),
+      "Bytes a fabric allocated (Fabric.allocate): a writable buffer for np.frombuffer.")
+      .def_buffer(&PyMemory::buffer)
+      .def("__len__", &PyMemory::size);
+
   py::class_<PyRegion, std::shared_ptr<PyRegion>>(
       m, "Region", "A registered buffer; pinned until deregistered or its fabric is dropped.")
       .def_property_readonly("key", &PyRegion::key, "The RemoteKey to give to peers.")
@@ -290,6 +316,11 @@ void register_rdma(py::module_& m) {
       .def("completion_queue", &PyFabric::completion_queue)
       .def("register", &PyFabric::register_buffer, py::arg("buffer"), py::arg("access") = "rw",
            "Registers a buffer for remote access: r read, w write, a atomics.")
+      .def("allocate", &PyFabric::allocate, py::arg("nbytes"),
+           "nbytes of zeroed memory of the kind this fabric's peers reach fastest (over UCX, "
+           "memory UCX allocated, which its shared-memory transports map into the peers), as "
+           "a Memory buffer; register it, or arrays on it, like any buffer. Freed once "
+           "nothing views it. plait.rdma.allocate gives a NumPy array on it.")
       .def("exchange", &PyFabric::exchange, py::arg("keys"),
            "Collective: every rank gives its keys (the same number), gets everyone's.")
       .def("set_imm_queue", &PyFabric::set_imm_queue, py::arg("queue"),

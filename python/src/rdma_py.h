@@ -79,6 +79,20 @@ class PyCompletionQueue {
   std::shared_ptr<FabricLife> life_;
 };
 
+// Memory a fabric allocated (Fabric::allocate_memory), exposed as a writable byte buffer:
+// np.frombuffer keeps this object alive while an array views it, and a region registered
+// inside it (plait.rdma.Region) holds that array, so the memory outlives its registrations.
+class PyMemory {
+ public:
+  explicit PyMemory(std::unique_ptr<rdma::MemoryRegion> region) : region_(std::move(region)) {}
+  ~PyMemory();
+  pybind11::buffer_info buffer() const;
+  size_t size() const { return region_->length(); }
+
+ private:
+  std::unique_ptr<rdma::MemoryRegion> region_;
+};
+
 class PyRegion {
  public:
   PyRegion(std::unique_ptr<rdma::MemoryRegion> region, BufferRef buffer)
@@ -104,6 +118,7 @@ class PyFabric {
 
   std::shared_ptr<PyCompletionQueue> completion_queue();
   std::shared_ptr<PyRegion> register_buffer(pybind11::object buffer, const std::string& access);
+  std::shared_ptr<PyMemory> allocate(size_t bytes);
   std::vector<std::vector<rdma::RemoteKey>> exchange(const std::vector<rdma::RemoteKey>& mine);
   void set_imm_queue(std::shared_ptr<PyCompletionQueue> cq);
 

@@ -57,6 +57,41 @@ def window():
     print(f"rank {me}: window ok", flush=True)
 
 
+def allocated_window():
+    """Windows on memory the fabric allocated (over UCX: UCX's own, mapped into the peers)."""
+    fabric = rdma.Fabric(name="py-allocated")
+    n, me = fabric.size, fabric.rank
+    right, left = (me + 1) % n, (me - 1) % n
+    grid = rdma.allocate(fabric, (4, 8), np.int64)
+    assert grid.shape == (4, 8) and grid.dtype == np.int64 and (grid == 0).all(), grid
+    assert grid.flags["C_CONTIGUOUS"] and grid.flags["WRITEABLE"]
+    # Zero before the window exists: once it does, the left neighbour may write into it.
+    array = rdma.allocate(fabric, 4096, np.float32)
+    assert array.shape == (4096,) and (array == 0).all()
+    win = rdma.Window(fabric, array)
+    del array
+    win.put(right, np.arange(1000, dtype=np.float32) + me, offset=24)
+    win.fence()
+    assert (win.array[24:1024] == np.arange(1000) + left).all(), win.array[:30]
+    assert (win.array[:24] == 0).all() and (win.array[1024:] == 0).all()
+    got = np.zeros(1000, np.float32)
+    win.get(left, got, offset=24)
+    assert (got == np.arange(1000) + (left - 1) % n).all(), got[:8]
+    counter = rdma.Window.allocate(fabric, 2, np.int64, access="a")
+    assert counter.array.shape == (2,) and (counter.array == 0).all()  # nobody adds before the fence
+    counter.fence()
+    if me != 0:
+        counter.fetch_add(0, 1, me)
+    counter.fence()
+    if me == 0:
+        assert counter.array[1] == n * (n - 1) // 2, counter.array
+    counter.fence()
+    win.close()
+    counter.close()
+    del win, counter, grid  # the memory goes with the arrays, before the fabric
+    print(f"rank {me}: allocated window ok", flush=True)
+
+
 def ps_numpy(consistency):
     kv = plait.ps.KVStore(servers=1, consistency=consistency, staleness=1 if consistency == "ssp" else 0)
     n = 70000
@@ -130,6 +165,8 @@ if __name__ == "__main__":
     case = sys.argv[1]
     if case == "window":
         window()
+    elif case == "allocated_window":
+        allocated_window()
     elif case.startswith("ps_numpy_"):
         ps_numpy(case[len("ps_numpy_"):])
     elif case == "ps_torch":

@@ -25,6 +25,15 @@ def test_window_put_get_atomics_and_refusals(transport):
     assert out.count("window ok") == 3, out
 
 
+@pytest.mark.parametrize("transport", ["auto", "tcp", "ucx"])
+def test_window_on_memory_the_fabric_allocated(transport):
+    env = {"PLAIT_TRANSPORT": transport, "PLAIT_UCX_TLS": "sm"}
+    code, out = run_ranks(3, "allocated_window", env)
+    assert code == 0, out
+    assert out.count("allocated window ok") == 3, out
+    assert "outlive" not in out, out  # the memory went before the fabric
+
+
 @pytest.mark.parametrize("consistency", ["bsp", "asp", "ssp"])
 def test_ps_on_numpy_arrays(consistency):
     code, out = run_ranks(3, "ps_numpy_" + consistency)

@@ -82,7 +82,7 @@ UcxFabric::~UcxFabric() {
   const bool clean = close_endpoints();
   std::lock_guard lock(worker_mu_);
   if (!allocations_.empty())
-    log(LogLevel::kError, "rank ", rank_, ": ", allocations_.size(),
+    log(LogLevel::kWarn, "rank ", rank_, ": ", allocations_.size(),
         " region(s) from allocate_memory outlive their UCX fabric; their memory stays until "
         "the process exits (destroy regions before the fabric)");
   if (clean && allocations_.empty()) {
