@@ -63,9 +63,20 @@ class PollingScope {
 
 }  // namespace
 
+std::chrono::microseconds next_spin_budget(std::chrono::microseconds budget,
+                                           std::chrono::nanoseconds slept, bool completed,
+                                           std::chrono::microseconds base) {
+  if (completed && slept < budget) return std::min(budget * 2, base * 16);
+  if (slept > budget * 4) return std::max(budget / 2, base);
+  return budget;
+}
+
 PolicyCompletionQueue::PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time,
                                              InlineProgress* inline_progress)
-    : policy_(policy), spin_time_(spin_time), inline_(inline_progress) {
+    : policy_(policy),
+      spin_time_(spin_time),
+      inline_(inline_progress),
+      spin_budget_us_(spin_time.count()) {
   policy_queue_ = this;
 }
 
@@ -170,15 +181,21 @@ bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds time
       // The budget is for a quiet wait: while polling moves work (a large message coming in
       // without a completion yet), it starts over.
       bool interrupted = false;
+      const std::chrono::microseconds budget(spin_budget_us_.load(std::memory_order_relaxed));
       for (;;) {
         const uint64_t seen = activity();
-        if (spin_until(out, std::min(until, Clock::now() + spin_time_), &interrupted)) return true;
+        if (spin_until(out, std::min(until, Clock::now() + budget), &interrupted)) return true;
         if (interrupted || activity() == seen || Clock::now() >= until) break;
       }
       // The spin consumed an interrupt: blocking now would sleep through it.
       if (interrupted || Clock::now() >= until) return false;
       hand_off_progress();  // nobody polls the provider while we sleep
-      return block_until(out, until);
+      const auto asleep = Clock::now();
+      const bool completed = block_until(out, until);
+      spin_budget_us_.store(
+          next_spin_budget(budget, Clock::now() - asleep, completed, spin_time_).count(),
+          std::memory_order_relaxed);
+      return completed;
     }
     case WaitPolicy::kBlock:
       break;

@@ -80,6 +80,25 @@ TEST(CompletionQueueHybrid, InterruptDuringSpinEndsTheWait) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 9s);  // ended by the interrupt, mid-spin
 }
 
+// Hybrid's spin budget grows when a completion came soon after the waiter gave up spinning,
+// shrinks after long sleeps, and stays within [base, 16 x base].
+TEST(CompletionQueueHybrid, SpinBudgetFollowsHowLongWaitsSlept) {
+  using us = std::chrono::microseconds;
+  const us base(50);
+  EXPECT_EQ(next_spin_budget(base, us(10), true, base), us(100));   // caught soon after
+  EXPECT_EQ(next_spin_budget(us(100), us(99), true, base), us(200));
+  EXPECT_EQ(next_spin_budget(us(800), us(1), true, base), us(800));  // the cap
+  EXPECT_EQ(next_spin_budget(us(100), us(10), false, base), us(100));  // no completion: no growth
+  EXPECT_EQ(next_spin_budget(us(100), us(200), true, base), us(100));  // neither short nor long
+  EXPECT_EQ(next_spin_budget(us(400), us(5000), true, base), us(200));  // a long sleep
+  EXPECT_EQ(next_spin_budget(us(60), us(5000), false, base), us(50));   // not below the base
+  us budget = base;
+  for (int i = 0; i < 10; ++i) budget = next_spin_budget(budget, us(1), true, base);
+  EXPECT_EQ(budget, us(800));
+  for (int i = 0; i < 10; ++i) budget = next_spin_budget(budget, std::chrono::seconds(1), false, base);
+  EXPECT_EQ(budget, base);
+}
+
 TEST_P(CompletionQueuePolicy, InterruptIsStickyAndConsumedOnce) {
   cq_.interrupt();
   Completion c;
