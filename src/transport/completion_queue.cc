@@ -173,6 +173,16 @@ bool PolicyCompletionQueue::take_queued(Completion* out) {
 bool PolicyCompletionQueue::wait(Completion* out, std::chrono::microseconds timeout) {
   if (poll(out)) return true;
   if (take_interrupt()) return false;
+  // A few probes before the clock is read: a ping-pong's answer often comes within them, and
+  // the two or three clock reads of the deadlines were ~5 % of an 8 B round trip over UCX sm.
+  if (policy_ != WaitPolicy::kBlock) {
+    PollingScope polling(this);
+    for (int i = 0; i < 32; ++i) {
+      cpu_relax();
+      if (poll(out)) return true;
+      if (interrupted_.load(std::memory_order_relaxed) && take_interrupt()) return false;
+    }
+  }
   const auto until = Clock::now() + timeout;
   switch (policy_) {
     case WaitPolicy::kSpin:
