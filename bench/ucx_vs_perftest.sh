@@ -7,7 +7,8 @@
 #
 # Each row pairs a ucx_perftest test with plait's measurement of the same thing:
 #   two-sided latency   ucp_am_lat (half a round trip)  vs  plait bench rdma --test send_lat
-#                       (the transport: plait::rdma::Fabric send/recv) and plait bench pingpong
+#                       (the transport: plait::rdma::Fabric send/recv; default PLAIT_WAIT=hybrid,
+#                       and spin: busy polling, as ucx_perftest) and plait bench pingpong
 #                       (the communicator: send/recv calls and Work handles on top)
 #   one message's rate  ucp_am_lat at BW_SIZE            vs  send_lat at BW_SIZE
 #   write latency       ucp_put_lat (polls memory)       vs  plait bench rdma --test put_lat
@@ -58,6 +59,7 @@ for rep in $(seq 1 "$REPS"); do
   for tls in $TLS; do
     record "$tls" pt_lat "$(perftest "$tls" ucp_am_lat "$LAT_SIZE" 20000 | awk '{print $5}')"
     record "$tls" pl_lat "$(plait_json "$tls" "$LAT_SIZE" time_us rdma --test send_lat)"
+    record "$tls" pl_lat_spin "$(PLAIT_WAIT=spin plait_json "$tls" "$LAT_SIZE" time_us rdma --test send_lat)"
     record "$tls" pp_lat "$(plait_json "$tls" "$LAT_SIZE" time_us pingpong | awk '{print $1 / 2}')"
     record "$tls" pt_bw "$(perftest "$tls" ucp_am_lat "$BW_SIZE" 200 | awk -v n="$BW_SIZE" '{print n / $5 / 1000}')"
     record "$tls" pl_bw "$(plait_json "$tls" "$BW_SIZE" gbps rdma --test send_lat)"
@@ -87,6 +89,7 @@ echo "| UCX transport | measure | ucx_perftest | plait | plait / perftest (media
 echo "|---|---|---:|---:|---:|"
 for tls in $TLS; do
   row "$tls" "two-sided latency $LAT_SIZE B (us): ucp_am_lat / rdma send_lat" pt_lat pl_lat
+  row "$tls" "the same, PLAIT_WAIT=spin (busy polling, as ucx_perftest)" pt_lat pl_lat_spin
   row "$tls" "two-sided latency $LAT_SIZE B (us): ucp_am_lat / communicator pingpong" pt_lat pp_lat
   row "$tls" "one message of $BW_SIZE B (GB/s): ucp_am_lat / rdma send_lat" pt_bw pl_bw
   row "$tls" "write latency $LAT_SIZE B (us): ucp_put_lat / rdma put_lat" pt_put_lat pl_put_lat
