@@ -119,8 +119,9 @@ class UcxFabric final : public Fabric,
  private:
   struct Peer : PeerHealth {
     bool said_goodbye = false;  // under worker_mu_
-    // UCX 1.13's shared-memory transports cannot report a dead peer (no error handling
-    // mode peer): such a peer, on this host, is watched through a pidfd instead.
+    // A peer on this host has an endpoint in error mode none (UCX 1.13's shared-memory
+    // transports have no mode peer; in mode peer its tcp loses zero-copy rendezvous): its
+    // process is watched through a pidfd instead (worker.cc, create_endpoint).
     net::Fd pidfd;
     int pid = 0;
   };

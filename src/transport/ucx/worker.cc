@@ -19,8 +19,8 @@
 #include "core/log.h"
 #include "transport/host_identity.h"
 #include "transport/ucx/ucx_api.h"
-#include "transport/ucx/ucx_info.h"
 #include "transport/ucx/ucx_fabric.h"
+#include "transport/ucx/ucx_info.h"
 
 namespace plait::transport::ucx {
 namespace {
