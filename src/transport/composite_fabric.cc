@@ -1,8 +1,6 @@
 #include "transport/composite_fabric.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -62,17 +60,6 @@ std::string rank_ranges(const std::vector<int>& ranks) {
   return out;
 }
 
-// Whether UCX drives an RDMA NIC here; asked once per process and transport list (it
-// initializes a UCP context).
-bool ucx_sees_rdma(const Config& config) {
-  static std::mutex mu;
-  static std::map<std::string, bool> seen;
-  std::lock_guard lock(mu);
-  auto it = seen.find(config.ucx_tls);
-  if (it == seen.end()) it = seen.emplace(config.ucx_tls, ucx::ucx_info(config).rdma()).first;
-  return it->second;
-}
-
 }  // namespace
 
 int FabricTopology::hosts() const {
@@ -103,7 +90,7 @@ std::unique_ptr<Fabric> create_fabric(const FabricOptions& options, FabricTopolo
       std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
   if (choice == "auto" && several_hosts) {
     const std::vector<std::string> flags = exchange_identities(
-        options, rdma_key(options.name, options.rank), ucx_sees_rdma(options.config) ? "rdma" : "-");
+        options, rdma_key(options.name, options.rank), ucx::ucx_sees_rdma(options.config) ? "rdma" : "-");
     for (size_t r = 0; r < flags.size(); ++r) rdma[r] = flags[r] == "rdma";
   }
 

@@ -5,6 +5,8 @@
 
 #include "transport/ucx/ucx_api.h"
 
+#include <map>
+#include <mutex>
 #include <sstream>
 
 namespace plait::transport::ucx {
@@ -13,6 +15,15 @@ bool is_rdma_transport(const std::string& t) {
   for (const char* prefix : {"rc", "dc", "ud"})
     if (t.rfind(prefix, 0) == 0) return true;
   return false;
+}
+
+bool ucx_sees_rdma(const Config& config) {
+  static std::mutex mu;
+  static std::map<std::string, bool> seen;
+  std::lock_guard lock(mu);
+  auto it = seen.find(config.ucx_tls);
+  if (it == seen.end()) it = seen.emplace(config.ucx_tls, ucx_info(config).rdma()).first;
+  return it->second;
 }
 
 bool UcxInfo::rdma() const {

@@ -27,6 +27,10 @@ struct UcxInfo {
 // Initializes (and cleans up) a UCP context to see its resources; a few milliseconds.
 UcxInfo ucx_info(const Config& config);
 
+// Whether UCX drives an RDMA NIC here: ucx_info(config).rdma(), asked once per process and
+// transport list (it initializes a UCP context).
+bool ucx_sees_rdma(const Config& config);
+
 // Whether a transport name is an RDMA NIC's.
 bool is_rdma_transport(const std::string& transport);
 

@@ -126,7 +126,7 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
   // (lo and eth0 to a peer on this host): a write's flush then waits on each, and a write
   // ping-pong over UCX's tcp took 48 us with two rails against 23 with one. A NIC's rails
   // stay as UCX sets them, as does a UCX_MAX_RNDV_RAILS of the user's.
-  if (!std::getenv("UCX_MAX_RNDV_RAILS") && !ucx_info(o.config).rdma())
+  if (!std::getenv("UCX_MAX_RNDV_RAILS") && !ucx_sees_rdma(o.config))
     ucx().ucp_config_modify(config, "MAX_RNDV_RAILS", "1");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
