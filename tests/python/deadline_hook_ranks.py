@@ -43,10 +43,13 @@ def main():
     print(f"rank {rank}: buckets {state.steps} missed {state.missed} skipped {state.skipped} "
           f"dropped {state.dropped / state.steps:.3f} slow {state.slow}", flush=True)
     state.dl.close()
-    # Every rank done with gloo before any tears its pairs down: a destroy racing a peer's
-    # last collective can hang at exit (pytorch/pytorch#75097; seen once under CI's load).
+    # Every rank done with gloo before any leaves: a destroy racing a peer's last collective
+    # can hang at exit (pytorch/pytorch#75097), and a barrier before it was not enough (a
+    # gloo run of hooks_ranks.py hung once after every rank was done). The group is gloo's, so
+    # the ranks leave without tearing it down.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -64,9 +64,14 @@ def main():
     assert all(torch.equal(o, flat) for o in others), "ranks differ"
     torch.save(flat, os.path.join(os.environ["OUT_DIR"], f"{backend}-{method}-rank{rank}.pt"))
     print(f"rank {rank}: hooks {backend} {method} ok", flush=True)
-    # Every rank done with gloo before any tears its pairs down: a destroy racing a peer's
-    # last collective can hang at exit (pytorch/pytorch#75097; seen once under CI's load).
+    # Every rank done before any tears its pairs down: a destroy racing a peer's last
+    # collective can hang at exit on gloo (pytorch/pytorch#75097). The barrier was not enough:
+    # a gloo run still hung once after every rank printed "ok" (CI, 2026-11-27). gloo is only
+    # the reference here: its ranks leave without tearing it down; plait's are torn down.
     dist.barrier()
+    if backend == "gloo":
+        sys.stdout.flush()
+        os._exit(0)
     dist.destroy_process_group()
 
 
