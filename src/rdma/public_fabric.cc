@@ -120,7 +120,7 @@ class PublicFabric final : public Fabric {
   // Queues come from create_cq(); a user's own CompletionQueue subclass cannot carry
   // completions of the provider.
   transport::CompletionQueue* queue(CompletionQueue& cq, const char* op) const {
-    auto* q = dynamic_cast<transport::CompletionQueue*>(&cq);
+    transport::CompletionQueue* q = transport::CompletionQueue::of(cq);
     if (!q)
       throw invalid_usage("completion queue was not created by a plait fabric",
                           {.rank = rank(), .op = op});

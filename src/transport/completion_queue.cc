@@ -82,11 +82,13 @@ PolicyCompletionQueue::PolicyCompletionQueue(WaitPolicy policy, std::chrono::mic
 
 // Both wake under the lock: a consumer may take the completion (or see the interrupt) and
 // destroy the queue right away, so nothing may touch the queue after the lock is released.
-void PolicyCompletionQueue::push(Completion completion) {
+void PolicyCompletionQueue::push(Completion&& completion) {
   std::lock_guard lock(mu_);
   items_.push_back(std::move(completion));
-  count_.fetch_add(1, std::memory_order_release);
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  // Plain stores, not atomic adds (locked instructions on every completion): count_ changes
+  // only under mu_, and activity_ only has to move.
+  count_.store(items_.size(), std::memory_order_release);
+  bump_activity();
   // An active poller takes it; waking a sleeper would only cost a syscall and a context
   // switch on a core that the poller's peers need. end_active_polling() covers the handover.
   if (active_pollers_.load(std::memory_order_seq_cst) == 0) wake(false);
@@ -156,7 +158,7 @@ void PolicyCompletionQueue::wake(bool all) {
 bool PolicyCompletionQueue::poll(Completion* out) {
   if (take_queued(out)) return true;
   if (!inline_ || !inline_->progress()) return false;
-  activity_.fetch_add(1, std::memory_order_relaxed);
+  bump_activity();
   return take_queued(out);
 }
 
@@ -166,7 +168,7 @@ bool PolicyCompletionQueue::take_queued(Completion* out) {
   if (items_.empty()) return false;
   *out = std::move(items_.front());
   items_.pop_front();
-  count_.fetch_sub(1, std::memory_order_release);
+  count_.store(items_.size(), std::memory_order_release);
   return true;
 }
 

@@ -60,7 +60,7 @@ class PolicyCompletionQueue final : public CompletionQueue {
   PolicyCompletionQueue(WaitPolicy policy, std::chrono::microseconds spin_time,
                         InlineProgress* inline_progress = nullptr);
 
-  void push(Completion completion);
+  void push(Completion&& completion);
 
   // Takes a queued completion; if there is none, runs one inline progress pass and looks again.
   bool poll(Completion* out) override;
@@ -86,6 +86,10 @@ class PolicyCompletionQueue final : public CompletionQueue {
   bool take_queued(Completion* out);
   bool take_interrupt() { return interrupted_.exchange(false, std::memory_order_acq_rel); }
   void wake(bool all);  // with mu_ held
+  // Racing bumps may count once: readers only ask whether it moved.
+  void bump_activity() {
+    activity_.store(activity_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
 
   const WaitPolicy policy_;
   const std::chrono::microseconds spin_time_;

@@ -65,6 +65,10 @@ class PolicyCompletionQueue;
 // The public queue (poll, wait, interrupt) and what the transport's own layers need of it.
 class CompletionQueue : public rdma::CompletionQueue {
  public:
+  CompletionQueue() { fabric_queue_ = this; }
+  // The transport's queue behind a public one, or null if a fabric did not create it.
+  static CompletionQueue* of(rdma::CompletionQueue& cq) { return cq.fabric_queue_; }
+
   // The fabrics' own queue behind this interface, or null for another implementation:
   // providers need it on every operation, and a dynamic_cast cost ~85 instructions there.
   PolicyCompletionQueue* policy_queue() const { return policy_queue_; }

@@ -67,6 +67,14 @@ OpRef OpLifecycle::start_one_sided(OpType type, int peer, CompletionQueue* cq, u
 OpRef OpLifecycle::start_recv(int peer, void* buf, size_t capacity, uint64_t tag,
                               CompletionQueue* cq, uint64_t context,
                               std::shared_ptr<std::atomic<bool>> sibling) {
+  OpRef op = new_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
+  ops_.add(op);
+  return op;
+}
+
+OpRef OpLifecycle::new_recv(int peer, void* buf, size_t capacity, uint64_t tag,
+                            CompletionQueue* cq, uint64_t context,
+                            std::shared_ptr<std::atomic<bool>> sibling) {
   if (peer != kAnySource) check_peer(peer, "recv");
   PolicyCompletionQueue* q = checked_cq(cq, "recv");
   if (!buf && capacity > 0) throw invalid_usage("null buffer", call_context(peer, "recv", capacity));
@@ -75,7 +83,6 @@ OpRef OpLifecycle::start_recv(int peer, void* buf, size_t capacity, uint64_t tag
   op->length = capacity;
   op->tag = tag;
   op->sibling = std::move(sibling);
-  ops_.add(op);
   return op;
 }
 

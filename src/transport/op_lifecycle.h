@@ -52,6 +52,10 @@ class OpLifecycle {
   // kAnySource; `sibling` is set for a copy posted on several providers.
   OpRef start_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
                    uint64_t context, std::shared_ptr<std::atomic<bool>> sibling);
+  // The same, not in the op table: for a provider whose matcher keeps its posted receives
+  // (and that puts a receive in the table once it is matched and still in flight).
+  OpRef new_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
+                 uint64_t context, std::shared_ptr<std::atomic<bool>> sibling);
   // Puts the op in the table; false if it already failed because its peer is gone. After
   // add(): either the failed peer's sweep sees this op, or we see the flag it set first.
   bool admit(const OpRef& op);

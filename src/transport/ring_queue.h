@@ -22,11 +22,12 @@ class RingQueue {
   // The i-th element from the front.
   T& operator[](size_t i) { return slots_[wrap(head_ + i)]; }
 
-  void push_back(T value) {
+  void push_back(T&& value) {
     if (size_ == slots_.size()) grow();
     slots_[wrap(head_ + size_)] = std::move(value);
     ++size_;
   }
+  void push_back(const T& value) { push_back(T(value)); }
   // Resets the slot so that what the element owns is released now, not when it is reused.
   void pop_front() {
     slots_[head_] = T();

@@ -172,10 +172,14 @@ void UcxFabric::begin_polling() { pollers_.fetch_add(1, std::memory_order_seq_cs
 void UcxFabric::end_polling() { pollers_.fetch_sub(1, std::memory_order_seq_cst); }
 
 bool UcxFabric::progress() {
-  poll_passes_.fetch_add(1, std::memory_order_relaxed);
+  // Not an atomic add (a locked instruction on every probe): the parked thread only asks
+  // whether the count moved, and two pollers' racing increments still move it.
+  poll_passes_.store(poll_passes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!worker_mu_.try_lock()) return false;
   inline_draining_.store(true, std::memory_order_relaxed);  // a long pass is a pass too
-  const bool any = drain_locked();
+  // One pass, as ucx_perftest polls: the caller looks at its queue and comes back; draining
+  // until idle cost a second, empty pass on every message.
+  const bool any = ucx().ucp_worker_progress(w_.worker) != 0;
   inline_draining_.store(false, std::memory_order_relaxed);
   worker_mu_.unlock();
   // A large transfer moves without a local event while the peer copies it (a rendezvous
@@ -247,7 +251,9 @@ ucs_status_t UcxFabric::on_goodbye(void* arg, const void* header, size_t header_
 void UcxFabric::fail_peer(int peer, const std::string& why, bool orderly) {
   if (!mark_failed(peer, why, orderly)) return;
   matcher_.drop_incomplete_from(peer);
-  fail_all(ops_.select(fails_with(peer, orderly)), why);
+  const auto failing = fails_with(peer, orderly);
+  fail_all(ops_.select(failing), why);
+  fail_all(matcher_.posted_if(failing), why);  // posted receives are there, not in the table
 }
 
 void UcxFabric::await_requests(const std::vector<OpRef>& ops) {

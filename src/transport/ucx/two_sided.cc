@@ -76,47 +76,82 @@ void UcxFabric::on_recv_data_done(void* request, ucs_status_t status, size_t,
   on_request_done(request, status, user_data);
 }
 
+Error UcxFabric::status_error(int peer, ucs_status_t status, const char* what,
+                             ErrorContext context) const {
+  if (peer >= 0 && peers_[peer] && peers_[peer]->failed.load())
+    return remote_error(peers_[peer]->reason(), std::move(context));
+  if (status == UCS_ERR_CANCELED) return aborted_error("cancelled", std::move(context));
+  return remote_error(std::string("UCX ") + what + " failed: " + ucx().ucs_status_string(status),
+                      std::move(context));
+}
+
 void UcxFabric::fail_with_status(Op& op, ucs_status_t status, const char* what) {
   if (op.done()) return;
-  const int peer = op.peer.load();
-  if (peer >= 0 && peers_[peer] && peers_[peer]->failed.load()) {
-    fail_remote(op, peers_[peer]->reason());
-  } else if (status == UCS_ERR_CANCELED) {
-    fail(op, aborted_error("cancelled", context_of(op)));
-  } else {
-    fail_remote(op, std::string("UCX ") + what + " failed: " + ucx().ucs_status_string(status));
+  fail(op, status_error(op.peer.load(), status, what, context_of(op)));
+}
+
+MessageHeader* UcxFabric::take_header_slot() {
+  if (free_headers_.empty()) {
+    header_storage_.push_back(std::make_unique<MessageHeader>());
+    return header_storage_.back().get();
   }
+  MessageHeader* h = free_headers_.back();
+  free_headers_.pop_back();
+  return h;
 }
 
 // --- send ---
 
+// A small send usually finishes inside ucp_am_send_nbx (UCX copied it out): then it is
+// completed on the spot, without an op (no pool block, no op table, no claim), which was
+// about a third of an 8 B ping-pong over UCX's shared memory. Only a send UCX still holds
+// gets an op, for cancel() and a peer's failure to find.
 void UcxFabric::send(int peer, const void* buf, size_t len, uint64_t tag, uint64_t header,
                      CompletionQueue* cq, uint64_t context) {
   check_peer(peer, "send");
   PolicyCompletionQueue* q = checked_cq(cq, "send");
   if (!buf && len > 0) throw invalid_usage("null buffer", call_context(peer, "send", len));
+  expect_transfer(len);
+  std::unique_lock lock(worker_mu_);
+  if (peers_[peer]->failed.load()) {
+    lock.unlock();
+    complete_now(q, OpType::kSend, peer, len, tag, context,
+                 std::make_shared<const Error>(
+                     remote_error(peers_[peer]->reason(), call_context(peer, "send", len))));
+    return;
+  }
+  MessageHeader* h = take_header_slot();
+  h->source = rank_;
+  h->tag = tag;
+  h->word = header;
+  ucs_status_ptr_t request = am_send(peer, kAmMessage, h, sizeof *h, buf, len);
+  if (!UCS_PTR_IS_PTR(request)) {
+    free_headers_.push_back(h);
+    lock.unlock();
+    const ucs_status_t status = UCS_PTR_STATUS(request);
+    complete_now(q, OpType::kSend, peer, len, tag, context,
+                 status == UCS_OK ? nullptr
+                                  : std::make_shared<const Error>(status_error(
+                                        peer, status, "send", call_context(peer, "send", len))));
+    return;
+  }
   OpRef op = new_op(OpType::kSend, peer, q, context);
   op->local = const_cast<char*>(static_cast<const char*>(buf));
   op->length = len;
   op->tag = tag;
   op->header = header;
-  if (!admit(op)) return;
-
-  MessageHeader h;
-  h.source = rank_;
-  h.tag = tag;
-  h.word = header;
   InFlight in;
   in.op = op;
-  in.header = bytes_of(h);
-  expect_transfer(len);
-  std::lock_guard lock(worker_mu_);
-  if (op->done()) return;  // its peer failed meanwhile
-  send_tracked(peer, kAmMessage, std::move(in), buf, len,
-               [](UcxFabric& f, InFlight& in, ucs_status_t status) {
-                 if (status == UCS_OK) f.succeed(*in.op);
-                 else f.fail_with_status(*in.op, status, "send");
-               });
+  in.peer = peer;
+  in.message_header = h;
+  track(request, std::move(in), [](UcxFabric& f, InFlight& in, ucs_status_t status) {
+    f.free_headers_.push_back(in.message_header);
+    if (status == UCS_OK) f.succeed(*in.op);
+    else f.fail_with_status(*in.op, status, "send");
+  });
+  // After it is tracked: a failure of the peer from here on finds the op in the table, one
+  // before fails it here; either way its request is cancelled with the endpoint.
+  admit(op);
 }
 
 // --- recv ---
@@ -134,13 +169,12 @@ void UcxFabric::recv_any_sibling(void* buf, size_t capacity, uint64_t tag, Compl
 void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
                           CompletionQueue* cq, uint64_t context,
                           std::shared_ptr<std::atomic<bool>> sibling) {
-  OpRef op = start_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
+  // Posted receives live in the matcher (cancel() and a peer's failure look there too); a
+  // receive enters the op table only if its message comes by rendezvous.
+  OpRef op = new_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
 
   Matcher::Posted posted = matcher_.post(op);
-  if (op->done()) {  // a sibling copy on another provider matched first
-    ops_.remove(*op);
-    return;
-  }
+  if (op->done()) return;  // a sibling copy on another provider matched first
   if (posted.match) {
     Unexpected& m = *posted.match;
     if (m.rendezvous) {
@@ -158,7 +192,10 @@ void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
 }
 
 ucs_status_t UcxFabric::receive_rendezvous(const OpRef& recv, void* desc, uint64_t length) {
-  if (truncated(*recv, length) || recv->done()) return UCS_OK;
+  if (truncated(*recv, length)) return UCS_OK;
+  // In flight from here on: where cancel() and a peer's failure find it.
+  ops_.add(recv);
+  if (recv->done()) return UCS_OK;
   expect_transfer(length);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

@@ -127,7 +127,15 @@ std::string UcxFabric::peer_failure(int peer) const {
 }
 
 void UcxFabric::cancel(CompletionQueue* cq) {
-  std::vector<OpRef> ops = ops_of(cq);
+  std::vector<OpRef> ops;
+  {
+    // Under the worker lock: a receive that an arrival matches moves from the matcher to the
+    // op table inside a callback, which runs under it.
+    std::lock_guard lock(worker_mu_);
+    ops = ops_of(cq);
+    for (OpRef& op : matcher_.posted_if([&](const Op& op) { return op.cq == cq; }))
+      ops.push_back(std::move(op));
+  }
   for (const OpRef& op : ops) fail(*op, aborted_error("cancelled", context_of(*op)));
   matcher_.purge_finished();
   // UCX may still read or write their buffers: not after we return.

@@ -166,6 +166,7 @@ class UcxFabric final : public Fabric,
     // into the map keeps its heap buffer).
     std::vector<char> header;
     std::vector<char> payload;
+    MessageHeader* message_header = nullptr;  // a send's header slot (take_header_slot)
     RmaArgs rma;                // a key being fetched or revoked
     std::vector<std::pair<OpRef, RmaArgs>> writes;  // the writes a flush completes
     ucp_rkey_h rkey = nullptr;  // a revoked key, destroyed once its accesses are flushed
@@ -197,8 +198,13 @@ class UcxFabric final : public Fabric,
   // Sends an active message on `peer`'s endpoint; under worker_mu_.
   ucs_status_ptr_t am_send(int peer, AmId id, const void* header, size_t header_bytes,
                            const void* data, size_t bytes, uint32_t flags = 0);
-  // The op's UCP request failed or was cancelled: fail it with UCX's reason.
+  // The op's UCP request failed or was cancelled: fail it with UCX's reason (the peer's
+  // failure where it failed).
   void fail_with_status(Op& op, ucs_status_t status, const char* what);
+  Error status_error(int peer, ucs_status_t status, const char* what, ErrorContext context) const;
+  // A stable home for a send's header while UCX holds it; back to free_headers_ once the
+  // send is done. Under worker_mu_.
+  MessageHeader* take_header_slot();
 
   // --- two-sided (two_sided.cc) ---
   void post_recv(int peer, void* buf, size_t capacity, uint64_t tag, CompletionQueue* cq,
@@ -299,6 +305,10 @@ class UcxFabric final : public Fabric,
     std::vector<std::pair<OpRef, RmaArgs>> next;  // posted since the flush in flight began
   };
   std::vector<WriteFlush> write_flushes_;  // by rank; worker_mu_
+  // Sends' headers (UCX 1.13 reads an active message's header until the send completes and
+  // has no flag to copy it): slots that never move, reused. worker_mu_
+  std::vector<std::unique_ptr<MessageHeader>> header_storage_;
+  std::vector<MessageHeader*> free_headers_;
   bool listening_ = false;  // we are the registry's listener
   // After what its callbacks touch: a worker destroyed by a failed constructor may still
   // complete requests.
