@@ -21,6 +21,14 @@
 # Fabric::allocate_memory, the same call): on sm, shared memory a put copies into directly.
 # MEMORY=user measures plait on memory the program allocated and registered instead, which
 # UCX's sm transports reach by software emulation (active messages the target applies).
+#
+# BIND=none (default, as PLAIT_BIND) pins nothing. Unpinned, the scheduler now and then leaves
+# both of plait's ranks on one core for a whole run (their progress threads wake now and
+# then; ucx_perftest has none): a context switch per message, 8 B over sm ~2.5 us instead of
+# ~0.7, in 3 of 10 runs here; the medians of 5 runs absorb it. BIND=core pins both sides the
+# same way: ucx_perftest's server and client to CPUs 0 and 1 (taskset), plait's ranks with
+# PLAIT_BIND=core (a rank's progress thread then shares its core: steadier over sm, slower
+# over tcp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TLS=${TLS:-"tcp sm"}
@@ -29,6 +37,12 @@ LAT_SIZE=${LAT_SIZE:-8}
 BW_SIZE=${BW_SIZE:-4194304}
 PLAIT=${PLAIT:-build/tools/plait/plait}
 MEMORY=${MEMORY:-fabric}
+BIND=${BIND:-none}
+pin() {  # cpu command... -> the command, pinned to that CPU when BIND=core
+  local cpu=$1
+  shift
+  if [ "$BIND" = core ] && [ "$(nproc)" -gt "$cpu" ]; then taskset -c "$cpu" "$@"; else "$@"; fi
+}
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest missing: apt-get install ucx-utils" >&2; exit 2; }
 OUT=$(mktemp -d /tmp/plait-ucx-perf.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
@@ -37,10 +51,10 @@ trap 'rm -rf "$OUT"' EXIT
 # bandwidth average / overall (MB/s), message rate.
 perftest() {  # tls test size iters -> the Final line
   local port=$((20000 + RANDOM % 20000))
-  UCX_TLS=$1 timeout 120 ucx_perftest -p "$port" -t "$2" -s "$3" -n "$4" >/dev/null 2>&1 &
+  UCX_TLS=$1 pin 0 timeout 120 ucx_perftest -p "$port" -t "$2" -s "$3" -n "$4" >/dev/null 2>&1 &
   local server=$!
   sleep 0.3
-  UCX_TLS=$1 timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t "$2" -s "$3" -n "$4" 2>/dev/null |
+  UCX_TLS=$1 pin 1 timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t "$2" -s "$3" -n "$4" 2>/dev/null |
     awk '/^Final:/ {print}'
   wait "$server" || true
 }
@@ -48,7 +62,7 @@ perftest() {  # tls test size iters -> the Final line
 plait_json() {  # tls size field args... -> the field of the one JSON record
   local tls=$1 size=$2 field=$3 json="$OUT/p.json"
   shift 3
-  PLAIT_TRANSPORT=ucx PLAIT_UCX_TLS=$tls "$PLAIT" bench -n 2 "$@" --min "$size" --max "$size" \
+  PLAIT_BIND=$BIND PLAIT_TRANSPORT=ucx PLAIT_UCX_TLS=$tls "$PLAIT" bench -n 2 "$@" --min "$size" --max "$size" \
     --json "$json" >/dev/null
   sed -E "s/.*\"$field\": *([0-9.eE+-]+).*/\\1/" "$json"
 }
@@ -97,4 +111,4 @@ for tls in $TLS; do
   row "$tls" "writes of $BW_SIZE B (GB/s): ucp_put_bw / rdma put_bw" pt_put_bw pl_put_bw
 done
 echo
-echo "($REPS alternating runs, min / median / max; $(date -u +%F), $(nproc) cores)"
+echo "($REPS alternating runs, min / median / max; BIND=$BIND; $(date -u +%F), $(nproc) cores)"

@@ -75,11 +75,18 @@ void UcxFabric::progress_loop() {
   // The poll-pass count when a park last found nobody polling: a poller count that stays up
   // without passes (a submitter that lent its poll and went off) does not park us again.
   uint64_t idle_at = UINT64_MAX;
+  // A caller may also poll() in a loop without saying so (a user's verbs-style poll loop):
+  // then its passes move between two rounds of this loop. Seen once per round.
+  uint64_t passes_seen = poll_passes_.load(std::memory_order_relaxed);
+  bool unannounced = false;
   auto callers_poll = [&] {
-    return pollers_.load(std::memory_order_seq_cst) > 0 &&
+    return (unannounced || pollers_.load(std::memory_order_seq_cst) > 0) &&
            poll_passes_.load(std::memory_order_relaxed) != idle_at;
   };
   while (!stop_requested_.load()) {
+    const uint64_t passes = poll_passes_.load(std::memory_order_relaxed);
+    unannounced = passes != passes_seen;
+    passes_seen = passes;
     if (!callers_poll()) {
       // Until a caller starts polling: then it progresses, and this thread holding the lock
       // through a long transfer would leave it spinning idle on the other core.
@@ -90,6 +97,7 @@ void UcxFabric::progress_loop() {
     }
     if (callers_poll()) {
       if (park() == ParkEnd::kIdle) idle_at = poll_passes_.load(std::memory_order_relaxed);
+      passes_seen = poll_passes_.load(std::memory_order_relaxed);
       continue;
     }
     ucs_status_t armed;
