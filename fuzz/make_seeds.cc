@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string_view>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -269,9 +270,11 @@ void file_seeds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_ROOT\n", argv[0]);
-    return 2;
+  // An option is not a folder: `--help` once wrote a copy of the seeds into ./--help.
+  if (argc != 2 || argv[1][0] == '-') {
+    std::fprintf(stderr, "usage: %s CORPUS_ROOT   (writes the seed inputs under CORPUS_ROOT)\n",
+                 argv[0]);
+    return argc == 2 && std::string_view(argv[1]) == "--help" ? 0 : 2;
   }
   g_root = argv[1];
   store_seeds();
