@@ -14,6 +14,8 @@ constexpr const char* kUsage =
     "                              plait bench --help for the operations and options\n"
     "  tune [-n N] [opts]          measure latency/bandwidth per provider for the cost\n"
     "                              model; plait tune --help for the options\n"
+    "  sim topo [SPEC ...]         topology facts (diameter, bisection, cost) of the\n"
+    "                              networks the simulator models; plait sim --help\n"
     "  info                        version, providers, algorithms, PLAIT_* settings\n"
     "  help                        this summary\n"
     "  --version                   the version\n";
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   if (command == "bench") return plait::cli::bench_main(argc - 2, argv + 2);
   if (command == "info") return plait::cli::info_main(argc - 2, argv + 2);
   if (command == "tune") return plait::cli::tune_main(argc - 2, argv + 2);
+  if (command == "sim") return plait::cli::sim_main(argc - 2, argv + 2);
   std::fprintf(stderr, "plait: unknown command '%s'\n%s", argv[1], kUsage);
   return 2;
 }

@@ -1,0 +1,120 @@
+// The networks `plait sim` replays schedules on: hosts and switches joined by links with a
+// rate and a latency, and the routing that maps a flow between two hosts onto links.
+//
+// A cable is two directed links, one per direction, each with the cable's full rate (full
+// duplex, as Ethernet and InfiniBand are). Node ids: hosts first (0 .. hosts()-1), then
+// switches. In the direct networks (ring, mesh, torus) the hosts forward for each other; in
+// the switched ones (star, fat tree, dragonfly) they hang off switches.
+//
+// Routing returns one or more paths per flow, each with the share of the flow's bytes it
+// carries: one path for deterministic and per-flow-hashed routing, every equal-cost path in
+// equal shares for per-packet spraying.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace plait::sim {
+
+struct LinkSpec {
+  double bytes_per_s = 1.25e8;  // 1 Gbit/s
+  double latency_s = 1e-6;      // per hop: wire, serialization start, switching
+};
+
+// "rate=1gbit,latency=20us": a link's spec as parse_topology() reads it.
+std::string describe(const LinkSpec& link);
+
+struct Link {
+  int from = -1;
+  int to = -1;
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+struct Path {
+  std::vector<int> links;  // link ids, from the source host to the destination host
+  double share = 1.0;      // fraction of the flow's bytes on this path
+};
+
+// What the notes tabulate for a topology.
+struct TopologyFacts {
+  int hosts = 0;
+  int switches = 0;
+  int cables = 0;                   // undirected; host-to-switch cables included
+  int diameter = 0;                 // hops of the longest shortest path between two hosts
+  double bisection_bytes_per_s = 0; // one direction, across the worst balanced host split
+  double cables_per_host = 0;       // the cost per node the notes compare: links bought per host
+  double switch_ports_per_host = 0; // switch ports bought per host (0 for direct networks)
+};
+
+class Topology {
+ public:
+  virtual ~Topology() = default;
+
+  // "torus:dims=4x4,rate=1gbit,latency=20us": the spec it was made from, normalized.
+  const std::string& spec() const { return spec_; }
+  int hosts() const { return hosts_; }
+  int nodes() const { return nodes_; }
+  int switches() const { return nodes_ - hosts_; }
+  const std::vector<Link>& links() const { return links_; }
+  // Link ids leaving `node`.
+  const std::vector<int>& out_links(int node) const { return out_[node]; }
+  // The link from `a` to `b` (adjacent nodes), or -1.
+  int link_between(int a, int b) const;
+
+  // The paths of flow `flow` (any number: a hash input for ECMP and Valiant) from host `src`
+  // to host `dst` (src != dst). Throws kInvalidUsage for hosts out of range.
+  virtual std::vector<Path> route(int src, int dst, uint64_t flow) const = 0;
+
+  // Node and cable counts, and the family's closed forms for diameter and bisection (a search
+  // over a 27,648-host fat tree takes seconds; tests check the closed forms against searches
+  // on small instances).
+  TopologyFacts facts() const;
+  // Hops between the two farthest hosts, by breadth-first search from every host.
+  int diameter_by_search() const;
+  // The family's closed forms: hops between the two farthest hosts, and bisection bandwidth
+  // (one direction, across the worst balanced split of the hosts).
+  virtual int diameter() const = 0;
+  virtual double bisection_bytes_per_s() const = 0;
+
+ protected:
+  Topology(std::string spec, int hosts, int switches);
+  // A cable: two directed links. Returns the id of the a->b link (b->a is the next id).
+  int connect(int a, int b, const LinkSpec& spec);
+  // Hosts in range and distinct, or throws naming the topology.
+  void check_pair(int src, int dst) const;
+  // The path along a node sequence (adjacent nodes).
+  Path path_through(const std::vector<int>& nodes, double share = 1.0) const;
+
+ private:
+  std::string spec_;
+  int hosts_ = 0;
+  int nodes_ = 0;
+  std::vector<Link> links_;
+  std::vector<std::vector<int>> out_;
+};
+
+// ECMP choice: per flow, one hashed path; per packet, the flow sprayed over every path.
+enum class Ecmp : uint8_t { kPerFlow, kPerPacket };
+// Dragonfly routing: minimal (local, global, local) or Valiant (minimal to a random
+// intermediate group, then minimal to the destination).
+enum class DragonflyRouting : uint8_t { kMinimal, kValiant };
+enum class DragonflyArrangement : uint8_t { kAbsolute, kCirculant };
+
+std::unique_ptr<Topology> make_ring(int hosts, LinkSpec link);
+std::unique_ptr<Topology> make_mesh(int hosts, LinkSpec link);
+// dims: 2 or 3 sizes, each >= 2; dimension-order routing, the shorter way round each ring.
+std::unique_ptr<Topology> make_torus(std::vector<int> dims, LinkSpec link);
+// Every host on one non-blocking switch (the network-namespace testbed's bridge).
+std::unique_ptr<Topology> make_star(int hosts, LinkSpec link);
+// k-ary fat tree (k even, >= 2): k pods of k/2 edge and k/2 aggregation switches, (k/2)^2
+// cores, k^3/4 hosts. `oversub` >= 1 divides the rate of the edge switches' uplinks.
+std::unique_ptr<Topology> make_fat_tree(int k, double oversub, Ecmp ecmp, LinkSpec link);
+// Dragonfly: groups of `a` routers, fully connected inside; `p` hosts per router; `h` global
+// links per router; a*h + 1 groups, one global link between every pair of groups.
+std::unique_ptr<Topology> make_dragonfly(int a, int p, int h, DragonflyArrangement arrangement,
+                                         DragonflyRouting routing, LinkSpec link);
+
+}  // namespace plait::sim

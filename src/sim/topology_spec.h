@@ -1,0 +1,26 @@
+// Topology specs as `plait sim --topology` takes them: a family, a colon, key=value pairs.
+//
+//   ring:hosts=N            mesh:hosts=N            star:hosts=N
+//   torus:dims=AxB[xC]
+//   fattree:k=K[,oversub=R][,ecmp=flow|packet]
+//   dragonfly:a=A,p=P,h=H[,arrangement=absolute|circulant][,routing=minimal|valiant]
+//
+// Every family takes rate= (bits per second: 200mbit, 1gbit, 100gbit; kbit, mbit, gbit, tbit
+// as tc writes them) and latency= (per hop: 500ns, 20us, 1ms) for its links; defaults 1gbit
+// and 1us. A bad spec is kInvalidUsage naming the offending part.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "sim/topology.h"
+
+namespace plait::sim {
+
+std::unique_ptr<Topology> parse_topology(std::string_view spec);
+
+// "1gbit" -> 1.25e8 bytes/s; "20us" -> 2e-5 s. Throw kInvalidUsage naming `what`.
+double parse_rate(std::string_view text, std::string_view what);
+double parse_latency(std::string_view text, std::string_view what);
+
+}  // namespace plait::sim

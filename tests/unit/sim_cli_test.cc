@@ -1,0 +1,57 @@
+// `plait sim topo`: one JSON record per topology, usage errors exit 2 naming the mistake.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "plait/commands.h"
+
+namespace plait::cli {
+namespace {
+
+int sim(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return sim_main(static_cast<int>(argv.size()), argv.data());
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(SimCli, TopoWritesOneRecordPerTopology) {
+  const std::string json =
+      (std::filesystem::temp_directory_path() / ("plait-sim-" + std::to_string(::getpid()) + ".json"))
+          .string();
+  ASSERT_EQ(sim({"topo", "torus:dims=4x4,rate=200mbit", "fattree:k=4", "--json", json}), 0);
+  const std::vector<std::string> lines = lines_of(json);
+  std::filesystem::remove(json);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("\"topology\": \"torus:dims=4x4,rate=200mbit,latency=1us\""),
+            std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"hosts\": 16"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"diameter\": 4"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"bisection_Gbps\": 1.6"), std::string::npos) << lines[0];  // 8 links
+  EXPECT_NE(lines[1].find("\"switches\": 20"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("\"bisection_Gbps\": 8,"), std::string::npos) << lines[1];
+  EXPECT_EQ(sim({"topo"}), 0);  // the default comparison
+}
+
+TEST(SimCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(sim({"topo", "torus:dims=4"}), 2);
+  EXPECT_EQ(sim({"topo", "--frobnicate"}), 2);
+  EXPECT_EQ(sim({"topo", "--json"}), 2);
+  EXPECT_EQ(sim({"replay"}), 2);
+  EXPECT_EQ(sim({}), 2);
+  EXPECT_EQ(sim({"--help"}), 0);
+}
+
+}  // namespace
+}  // namespace plait::cli

@@ -1,0 +1,96 @@
+// `plait sim`: plait's schedules on networks it does not run on (src/sim).
+//
+//   plait sim topo [SPEC ...] [--json FILE]   what the notes tabulate for each topology: hosts,
+//                                             switches, cables, diameter, bisection, cost
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "plait/error.h"
+#include "sim/topology_spec.h"
+
+namespace plait::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: plait sim topo [SPEC ...] [--json FILE]\n"
+    "Node count, cable count, diameter (hops between the two farthest hosts), bisection\n"
+    "bandwidth (one direction, the worst even split of the hosts) and cost per host (cables\n"
+    "and switch ports bought per host) of each topology. Without a SPEC: a comparison of the\n"
+    "families at about 64 hosts.\n"
+    "SPEC: ring:hosts=N | mesh:hosts=N | star:hosts=N | torus:dims=AxB[xC]\n"
+    "      | fattree:k=K[,oversub=R][,ecmp=flow|packet]\n"
+    "      | dragonfly:a=A,p=P,h=H[,arrangement=absolute|circulant][,routing=minimal|valiant]\n"
+    "      each with [,rate=1gbit][,latency=1us] for its links\n";
+
+const std::vector<std::string> kComparison = {
+    "ring:hosts=64", "mesh:hosts=64", "torus:dims=8x8", "torus:dims=4x4x4", "fattree:k=6",
+    "fattree:k=8,oversub=2", "dragonfly:a=4,p=2,h=2", "star:hosts=64"};
+
+int topo_main(const std::vector<std::string>& args) {
+  std::vector<std::string> specs;
+  std::string json;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (args[i] == "--json") {
+      if (i + 1 == args.size()) throw invalid_usage("--json needs a file");
+      json = args[++i];
+      continue;
+    }
+    if (args[i].rfind("--", 0) == 0) throw invalid_usage("unknown option " + args[i]);
+    specs.push_back(args[i]);
+  }
+  if (specs.empty()) specs = kComparison;
+  std::ofstream out;
+  if (!json.empty()) {
+    out.open(json);
+    if (!out) throw Error(ErrorCategory::kSystem, "cannot write " + json);
+  }
+  std::printf("%-40s %7s %8s %7s %8s %15s %12s %12s\n", "topology", "hosts", "switches",
+              "cables", "diameter", "bisection(Gb/s)", "cables/host", "ports/host");
+  for (const std::string& spec : specs) {
+    const auto t = sim::parse_topology(spec);
+    const sim::TopologyFacts f = t->facts();
+    // The spec as given (the link part is the same for every row of a comparison).
+    const double gbits = f.bisection_bytes_per_s * 8 / 1e9;
+    std::printf("%-40s %7d %8d %7d %8d %15.1f %12.2f %12.2f\n", spec.c_str(), f.hosts,
+                f.switches, f.cables, f.diameter, gbits, f.cables_per_host,
+                f.switch_ports_per_host);
+    if (out) {
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "{\"topology\": \"%s\", \"hosts\": %d, \"switches\": %d, \"cables\": %d, "
+                    "\"diameter\": %d, \"bisection_Gbps\": %.6g, \"cables_per_host\": %.6g, "
+                    "\"switch_ports_per_host\": %.6g}\n",
+                    t->spec().c_str(), f.hosts, f.switches, f.cables, f.diameter, gbits,
+                    f.cables_per_host, f.switch_ports_per_host);
+      out << line;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int sim_main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  try {
+    if (args[0] == "topo") return topo_main({args.begin() + 1, args.end()});
+    throw invalid_usage("unknown sim command '" + args[0] + "'");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "plait sim: %s\n%s", e.what(),
+                 e.category() == ErrorCategory::kInvalidUsage ? kUsage : "");
+    return e.category() == ErrorCategory::kInvalidUsage ? 2 : 1;
+  }
+}
+
+}  // namespace plait::cli
