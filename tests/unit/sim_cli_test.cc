@@ -44,11 +44,41 @@ TEST(SimCli, TopoWritesOneRecordPerTopology) {
   EXPECT_EQ(sim({"topo"}), 0);  // the default comparison
 }
 
+TEST(SimCli, AnOperationWritesOneRecordPerAlgorithm) {
+  const std::string json = (std::filesystem::temp_directory_path() /
+                            ("plait-sim-op-" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  ASSERT_EQ(sim({"allreduce", "--topology", "star:hosts=4", "--ranks", "8", "--ranks-per-host",
+                 "2", "--bytes", "1M", "--json", json}),
+            0);
+  const std::vector<std::string> lines = lines_of(json);
+  std::filesystem::remove(json);
+  ASSERT_EQ(lines.size(), 8u);  // naive, ps, ring, halving_doubling, recursive_doubling,
+                                // binomial_tree, double_binary_tree, hierarchical
+  int model = 0;
+  for (const std::string& l : lines) {
+    for (const char* field : {"\"op\": \"allreduce\"", "\"ranks\": 8", "\"bytes\": 1048576",
+                              "\"time_us\": ", "\"busbw_GBps\": "})
+      EXPECT_NE(l.find(field), std::string::npos) << field << " in " << l;
+    model += l.find("\"cost_model_choice\": true") != std::string::npos;
+  }
+  EXPECT_EQ(model, 1);  // the cost model picks exactly one
+  EXPECT_EQ(sim({"alltoall", "--topology", "torus:dims=2x2", "--ranks", "4", "--bytes", "64K",
+                 "--algo", "ring"}),
+            0);
+}
+
 TEST(SimCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=2", "--ranks", "3", "--bytes", "1M"}), 2);
+  EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=4", "--ranks", "4", "--bytes", "1M",
+                 "--algo", "quantum"}),
+            2);
+  EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=4", "--ranks", "4"}), 2);
+  EXPECT_EQ(sim({"allreduce", "--ranks", "4", "--bytes", "1M"}), 2);
   EXPECT_EQ(sim({"topo", "torus:dims=4"}), 2);
   EXPECT_EQ(sim({"topo", "--frobnicate"}), 2);
   EXPECT_EQ(sim({"topo", "--json"}), 2);
-  EXPECT_EQ(sim({"replay"}), 2);
+  EXPECT_EQ(sim({"replay"}), 2);  // no such operation
   EXPECT_EQ(sim({}), 2);
   EXPECT_EQ(sim({"--help"}), 0);
 }

@@ -14,8 +14,8 @@ constexpr const char* kUsage =
     "                              plait bench --help for the operations and options\n"
     "  tune [-n N] [opts]          measure latency/bandwidth per provider for the cost\n"
     "                              model; plait tune --help for the options\n"
-    "  sim topo [SPEC ...]         topology facts (diameter, bisection, cost) of the\n"
-    "                              networks the simulator models; plait sim --help\n"
+    "  sim OP --topology SPEC ...  replay a collective's schedules on a modelled network;\n"
+    "  sim topo [SPEC ...]         topology facts (diameter, bisection, cost); plait sim --help\n"
     "  info                        version, providers, algorithms, PLAIT_* settings\n"
     "  help                        this summary\n"
     "  --version                   the version\n";

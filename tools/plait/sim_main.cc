@@ -10,12 +10,22 @@
 #include "commands.h"
 #include "plait/error.h"
 #include "sim/topology_spec.h"
+#include "sim_replay.h"
 
 namespace plait::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: plait sim topo [SPEC ...] [--json FILE]\n"
+    "usage: plait sim OP --topology SPEC --ranks N [--ranks-per-host M] [--algo A|all]\n"
+    "                 --bytes B [--chunk B] [--tune FILE] [--json FILE]\n"
+    "       plait sim topo [SPEC ...] [--json FILE]\n"
+    "OP (allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter):\n"
+    "replays the schedules plait's builders make for every rank on the topology (links shared\n"
+    "max-min fairly, ranks placed in blocks of M per host) and prints time, busbw, the busiest\n"
+    "link, and the cost model's own choice beside the fastest. B as plait bench counts it\n"
+    "(suffixes K M G); --chunk is the pipelining unit (default 1M, as PLAIT_CHUNK_BYTES);\n"
+    "--tune takes a `plait tune` file for per-message, intra-host, reduction and copy costs.\n"
+    "topo:\n"
     "Node count, cable count, diameter (hops between the two farthest hosts), bisection\n"
     "bandwidth (one direction, the worst even split of the hosts) and cost per host (cables\n"
     "and switch ports bought per host) of each topology. Without a SPEC: a comparison of the\n"
@@ -85,7 +95,7 @@ int sim_main(int argc, char** argv) {
   }
   try {
     if (args[0] == "topo") return topo_main({args.begin() + 1, args.end()});
-    throw invalid_usage("unknown sim command '" + args[0] + "'");
+    return sim_run_main(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "plait sim: %s\n%s", e.what(),
                  e.category() == ErrorCategory::kInvalidUsage ? kUsage : "");

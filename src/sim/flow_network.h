@@ -1,0 +1,59 @@
+// Flows sharing links max-min fairly (the flow-level model of network simulators such as
+// SimGrid's): every active flow gets a rate such that no link carries more than its
+// capacity and no flow could go faster without slowing one that is no faster than it.
+// Rates are recomputed whenever the set of flows changes; between changes every flow drains
+// its bytes at its rate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace plait::sim {
+
+class FlowNetwork {
+ public:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+
+  // `capacity[l]`: link l's rate in bytes per second.
+  explicit FlowNetwork(std::vector<double> capacity);
+
+  // One more resource (a host's memory path); returns its id.
+  int add_link(double bytes_per_s);
+  // A flow of `bytes` over `links` (ids into capacity; empty: it is done at once), active from
+  // now. Returns its id.
+  int add(double bytes, std::vector<int> links);
+  // Moves time forward to `t` (>= now()): every flow drains at its rate. Flows that finish
+  // by then are reported by take_finished().
+  void advance(double t);
+  // When the next active flow finishes at the current rates (kNever if none is active).
+  double next_finish() const;
+  // Flows that drained (remaining bytes ~0) since the last call.
+  std::vector<int> take_finished();
+  double now() const { return now_; }
+  size_t active() const { return active_.size(); }
+  // Bytes each link carried so far.
+  const std::vector<double>& link_bytes() const { return carried_; }
+  // Rate of a flow at present (0 once done).
+  double rate(int flow) const { return flows_[flow].rate; }
+
+ private:
+  struct Flow {
+    double remaining = 0;
+    double rate = 0;
+    std::vector<int> links;
+    bool done = false;
+  };
+  void reshare();
+
+  std::vector<double> capacity_;
+  std::vector<double> carried_;
+  std::vector<Flow> flows_;
+  std::vector<int> active_;
+  std::vector<int> finished_;
+  double now_ = 0;
+  bool dirty_ = false;
+};
+
+}  // namespace plait::sim

@@ -1,0 +1,348 @@
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <queue>
+#include <unordered_map>
+
+#include "coll/algorithms.h"
+#include "plait/error.h"
+#include "sim/flow_network.h"
+
+namespace plait::sim {
+namespace {
+
+using coll::Schedule;
+using coll::Step;
+using coll::StepId;
+using coll::StepKind;
+
+struct StepRef {
+  int rank = -1;
+  StepId step = 0;
+};
+
+struct StepState {
+  uint32_t deps_left = 0;
+  double ready = -1;  // dependencies done
+  double done = -1;
+  int message = -1;   // kSend / kRecv / kRecvReduce: its message
+  StepRef cause;      // what its start or end waited for last (the critical path)
+};
+
+struct Message {
+  StepRef send, recv;
+  double bytes = 0;
+  int subflows_left = 0;
+  double arrived = -1;
+};
+
+enum class EventKind : uint8_t { kReady, kDone, kFlowStart };
+
+struct Event {
+  double time;
+  uint64_t order;  // FIFO among equal times: runs are deterministic
+  EventKind kind;
+  StepRef ref;
+  int message = -1;
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : order > o.order;
+  }
+};
+
+class Replay {
+ public:
+  Replay(const Topology& t, const Placement& p, const coll::CollArgs& args,
+         const coll::AlgorithmInfo& info, const SimParams& params)
+      : topology_(t), placement_(p), params_(params), elem_(dtype_size(args.dtype)),
+        network_(capacities(t)) {
+    const int n = p.ranks;
+    schedules_.reserve(n);
+    states_.resize(n);
+    dependents_.resize(n);
+    cpu_free_.assign(n, 0.0);
+    last_cpu_.assign(n, StepRef{});
+    for (int r = 0; r < n; ++r) {
+      coll::CollArgs a = args;
+      a.rank = r;
+      schedules_.push_back(info.build(a));
+      const Schedule& s = schedules_.back();
+      states_[r].resize(s.steps.size());
+      dependents_[r].resize(s.steps.size());
+      for (StepId i = 0; i < s.steps.size(); ++i) {
+        states_[r][i].deps_left = s.steps[i].dep_count;
+        for (StepId d : s.deps_of(s.steps[i])) dependents_[r][d].push_back(i);
+      }
+    }
+    match_messages();
+  }
+
+  ReplayResult run() {
+    for (int r = 0; r < placement_.ranks; ++r)
+      for (StepId i = 0; i < schedules_[r].steps.size(); ++i)
+        if (states_[r][i].deps_left == 0) push(0, EventKind::kReady, {r, i});
+    while (true) {
+      const double t_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
+      const double t_flow = network_.next_finish();
+      if (t_event == FlowNetwork::kNever && t_flow == FlowNetwork::kNever) break;
+      if (t_flow <= t_event) {
+        network_.advance(t_flow);
+        for (int f : network_.take_finished()) subflow_done(f, t_flow);
+        continue;
+      }
+      network_.advance(t_event);
+      for (int f : network_.take_finished()) subflow_done(f, t_event);
+      const Event e = events_.top();
+      events_.pop();
+      handle(e);
+    }
+    return result();
+  }
+
+ private:
+  static std::vector<double> capacities(const Topology& t) {
+    std::vector<double> c;
+    for (const Link& l : t.links()) c.push_back(l.bytes_per_s);
+    return c;
+  }
+
+  // The k-th send from a to b pairs with the k-th receive at b from a (the schedule's
+  // matching contract).
+  void match_messages() {
+    const int n = placement_.ranks;
+    std::vector<std::vector<std::vector<StepId>>> sends(n, std::vector<std::vector<StepId>>(n));
+    for (int a = 0; a < n; ++a)
+      for (StepId i = 0; i < schedules_[a].steps.size(); ++i)
+        if (schedules_[a].steps[i].kind == StepKind::kSend)
+          sends[a][schedules_[a].steps[i].peer].push_back(i);
+    std::vector<std::vector<size_t>> taken(n, std::vector<size_t>(n, 0));
+    for (int b = 0; b < n; ++b)
+      for (StepId j = 0; j < schedules_[b].steps.size(); ++j) {
+        const Step& s = schedules_[b].steps[j];
+        if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
+        const int a = s.peer;
+        size_t& k = taken[a][b];
+        if (k >= sends[a][b].size())
+          throw invalid_usage("sim: " + schedules_[b].algorithm + ": rank " + std::to_string(b) +
+                              " receives more messages from rank " + std::to_string(a) +
+                              " than it sends (a builder bug)");
+        Message m;
+        m.send = {a, sends[a][b][k++]};
+        m.recv = {b, j};
+        const Step& send = schedules_[a].steps[m.send.step];
+        m.bytes = static_cast<double>(send.src.count * elem_);
+        states_[a][m.send.step].message = static_cast<int>(messages_.size());
+        states_[b][j].message = static_cast<int>(messages_.size());
+        messages_.push_back(m);
+      }
+  }
+
+  void push(double t, EventKind kind, StepRef ref, int message = -1) {
+    events_.push({t, order_++, kind, ref, message});
+  }
+
+  void handle(const Event& e) {
+    switch (e.kind) {
+      case EventKind::kReady:
+        return step_ready(e.ref, e.time);
+      case EventKind::kDone:
+        return step_done(e.ref, e.time);
+      case EventKind::kFlowStart:
+        return start_flow(e.message);
+    }
+  }
+
+  const Step& step(StepRef r) const { return schedules_[r.rank].steps[r.step]; }
+  StepState& state(StepRef r) { return states_[r.rank][r.step]; }
+
+  // A local computation on the rank's core, after whatever it runs already.
+  void compute(StepRef r, double at, double seconds) {
+    StepState& s = state(r);
+    if (cpu_free_[r.rank] > at) {
+      s.cause = last_cpu_[r.rank];
+      at = cpu_free_[r.rank];
+    }
+    cpu_free_[r.rank] = at + seconds;
+    last_cpu_[r.rank] = r;
+    push(at + seconds, EventKind::kDone, r);
+  }
+
+  void step_ready(StepRef r, double t) {
+    StepState& s = state(r);
+    s.ready = t;
+    const Step& st = step(r);
+    switch (st.kind) {
+      case StepKind::kSend: {
+        Message& m = messages_[s.message];
+        const bool local = host(m.send.rank) == host(m.recv.rank);
+        double head = local ? params_.intra_alpha_s : params_.alpha_s;
+        if (!local) {
+          paths_.push_back(topology_.route(host(m.send.rank), host(m.recv.rank),
+                                           static_cast<uint64_t>(s.message)));
+          for (int l : paths_.back()[0].links) head += topology_.links()[l].latency_s;
+        } else {
+          paths_.emplace_back();
+        }
+        message_path_[s.message] = static_cast<int>(paths_.size()) - 1;
+        push(t + head, EventKind::kFlowStart, r, s.message);
+        return;
+      }
+      case StepKind::kRecv:
+      case StepKind::kRecvReduce:
+        return maybe_finish_recv(r);
+      case StepKind::kCopy:
+        return compute(r, t, st.src.count * elem_ / params_.copy_bytes_per_s);
+      case StepKind::kReduce:
+        return compute(r, t, st.src.count * elem_ / params_.gamma_bytes_per_s);
+    }
+  }
+
+  void start_flow(int message) {
+    Message& m = messages_[message];
+    const std::vector<Path>& paths = paths_[message_path_[message]];
+    if (paths.empty()) {  // two ranks of one host: their host's memory path
+      m.subflows_left = 1;
+      intra_flow(message);
+      return;
+    }
+    m.subflows_left = static_cast<int>(paths.size());
+    for (const Path& p : paths) {
+      const int f = network_.add(m.bytes * p.share, p.links);
+      subflow_message_.resize(f + 1, -1);
+      subflow_message_[f] = message;
+    }
+    network_bytes_ += m.bytes;
+  }
+
+  // A host's memory path is one more resource, after the topology's links.
+  void intra_flow(int message) {
+    Message& m = messages_[message];
+    const int resource = intra_resource(host(m.send.rank));
+    const int f = network_.add(m.bytes, {resource});
+    subflow_message_.resize(f + 1, -1);
+    subflow_message_[f] = message;
+  }
+
+  int intra_resource(int h) {
+    auto it = intra_ids_.find(h);
+    if (it != intra_ids_.end()) return it->second;
+    const int id = network_.add_link(params_.intra_bytes_per_s);
+    intra_ids_.emplace(h, id);
+    return id;
+  }
+
+  void subflow_done(int flow, double t) {
+    const int message = subflow_message_[flow];
+    Message& m = messages_[message];
+    if (--m.subflows_left > 0) return;
+    m.arrived = t;
+    push(t, EventKind::kDone, m.send);
+    maybe_finish_recv(m.recv);
+  }
+
+  void maybe_finish_recv(StepRef r) {
+    StepState& s = state(r);
+    const Message& m = messages_[s.message];
+    if (s.ready < 0 || m.arrived < 0) return;
+    double at = s.ready;
+    if (m.arrived > at) {
+      at = m.arrived;
+      s.cause = m.send;
+    }
+    if (step(r).kind == StepKind::kRecv) {
+      push(at, EventKind::kDone, r);
+      return;
+    }
+    compute(r, at, m.bytes / params_.gamma_bytes_per_s);
+  }
+
+  void step_done(StepRef r, double t) {
+    StepState& s = state(r);
+    s.done = t;
+    for (StepId d : dependents_[r.rank][r.step]) {
+      // Steps finish in time order: the last dependency to finish is what the step waited for.
+      StepState& next = states_[r.rank][d];
+      next.cause = r;
+      if (--next.deps_left == 0) push(t, EventKind::kReady, {r.rank, d});
+    }
+    if (t > end_.second) end_ = {r, t};
+  }
+
+  int host(int rank) const { return placement_.host_of(rank); }
+
+  ReplayResult result() {
+    ReplayResult out;
+    out.time_s = end_.second;
+    out.messages = messages_.size();
+    out.network_bytes = network_bytes_;
+    const std::vector<double>& carried = network_.link_bytes();
+    out.link_bytes.assign(carried.begin(), carried.begin() + topology_.links().size());
+    for (size_t l = 0; l < out.link_bytes.size(); ++l) {
+      if (out.time_s <= 0 || out.link_bytes[l] <= 0) continue;
+      const double busy = out.link_bytes[l] / (topology_.links()[l].bytes_per_s * out.time_s);
+      if (busy > out.bottleneck_busy) out.bottleneck_busy = busy, out.bottleneck_link = static_cast<int>(l);
+    }
+    for (StepRef r = end_.first; r.rank >= 0 && out.critical_path.size() < 64;) {
+      const Step& st = step(r);
+      std::string line = "rank " + std::to_string(r.rank) + " step " + std::to_string(r.step) +
+                         " " + std::string(coll::to_string(st.kind));
+      if (st.peer >= 0)
+        line += (st.kind == StepKind::kSend ? " to " : " from ") + std::to_string(st.peer);
+      char at[48];
+      std::snprintf(at, sizeof at, " done at %.1f us", state(r).done * 1e6);
+      line += at;
+      out.critical_path.push_back(line);
+      r = state(r).cause;
+    }
+    return out;
+  }
+
+  const Topology& topology_;
+  const Placement placement_;
+  const SimParams params_;
+  const size_t elem_;
+  FlowNetwork network_;
+  std::vector<Schedule> schedules_;
+  std::vector<std::vector<StepState>> states_;
+  std::vector<std::vector<std::vector<StepId>>> dependents_;
+  std::vector<double> cpu_free_;
+  std::vector<StepRef> last_cpu_;
+  std::vector<Message> messages_;
+  std::vector<std::vector<Path>> paths_;
+  std::unordered_map<int, int> message_path_;
+  std::unordered_map<int, int> intra_ids_;
+  std::vector<int> subflow_message_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t order_ = 0;
+  double network_bytes_ = 0;
+  std::pair<StepRef, double> end_{StepRef{}, 0.0};
+};
+
+}  // namespace
+
+ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
+                    coll::Algorithm algorithm, const SimParams& params) {
+  if (placement.ranks < 1 || placement.ranks_per_host < 1)
+    throw invalid_usage("sim: ranks and ranks per host are at least 1");
+  const int hosts_needed = (placement.ranks + placement.ranks_per_host - 1) / placement.ranks_per_host;
+  if (hosts_needed > topology.hosts())
+    throw invalid_usage("sim: " + std::to_string(placement.ranks) + " ranks at " +
+                        std::to_string(placement.ranks_per_host) + " per host need " +
+                        std::to_string(hosts_needed) + " hosts; " + topology.spec() + " has " +
+                        std::to_string(topology.hosts()));
+  args.size = placement.ranks;
+  args.host_of.clear();
+  if (hosts_needed > 1)
+    for (int r = 0; r < placement.ranks; ++r) args.host_of.push_back(placement.host_of(r));
+  const coll::AlgorithmInfo* info = coll::find_algorithm(args.op, algorithm);
+  if (!info || !info->build)
+    throw invalid_usage("sim: " + std::string(coll::to_string(args.op)) + " has no algorithm '" +
+                        std::string(coll::to_string(algorithm)) + "' to replay");
+  if (info->applies && !info->applies(args))
+    throw invalid_usage("sim: " + std::string(coll::to_string(algorithm)) + " does not apply to " +
+                        std::string(coll::to_string(args.op)) + " on " +
+                        std::to_string(placement.ranks) + " ranks");
+  return Replay(topology, placement, args, *info, params).run();
+}
+
+}  // namespace plait::sim

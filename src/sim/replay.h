@@ -1,0 +1,58 @@
+// Replays a collective's schedules, the very ones src/coll's builders give the executor, on
+// a topology: every rank's steps run as their dependencies allow; a send becomes a flow from
+// its rank's host to the receiver's, sharing links max-min fairly with the flows in flight
+// (FlowNetwork); a reduction or copy takes the rank's core for bytes / rate.
+//
+// Timing of one message of B bytes between ranks on different hosts: it starts when its send
+// step is ready (the executor posts sends as soon as their data is), waits the per-message
+// software cost alpha, its head crosses the path (the sum of the links' latencies), then its
+// bytes drain at the flow's fair rate. The receive step completes once the bytes are in and
+// the step's own dependencies are done (a receive reduces after that). Between ranks of one
+// host a message crosses no network link: it shares the host's memory path (one resource per
+// host, intra_bytes_per_s) after intra_alpha.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coll/schedule.h"
+#include "sim/topology.h"
+
+namespace plait::sim {
+
+struct SimParams {
+  double alpha_s = 5e-6;            // per message across hosts (software: post, complete)
+  double intra_alpha_s = 1e-6;      // per message between ranks of one host
+  double intra_bytes_per_s = 5e9;   // a host's memory path for messages among its ranks
+  double gamma_bytes_per_s = 4e9;   // reduction of incoming data into a buffer
+  double copy_bytes_per_s = 5e9;    // a local copy
+};
+
+// Ranks on hosts: rank r on host r / ranks_per_host (block placement, as a launcher fills
+// hosts); ranks must fit: ranks <= hosts * ranks_per_host.
+struct Placement {
+  int ranks = 2;
+  int ranks_per_host = 1;
+  int host_of(int rank) const { return rank / ranks_per_host; }
+};
+
+struct ReplayResult {
+  double time_s = 0;           // from the start to the last rank's last step
+  size_t messages = 0;         // network and intra-host
+  double network_bytes = 0;    // bytes that crossed hosts (each counted once)
+  // Per directed link of the topology: bytes carried and the share of the collective's time
+  // it was busy at its full rate (bytes / (rate * time)).
+  std::vector<double> link_bytes;
+  int bottleneck_link = -1;      // the busiest link (-1 when no byte crossed a host)
+  double bottleneck_busy = 0;    // its busy share, 0..1
+  // The chain of steps that set the time, last first: "rank 3 step 12 recv_reduce from 2".
+  std::vector<std::string> critical_path;
+};
+
+// `args`: the call's shape (op, count, dtype, redop, root, chunk_count); rank, size and
+// host_of are set here for every rank. Throws kInvalidUsage for an algorithm that does not
+// exist for the op or does not apply, and for more ranks than the hosts can hold.
+ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
+                    coll::Algorithm algorithm, const SimParams& params);
+
+}  // namespace plait::sim

@@ -1,0 +1,134 @@
+// The simulator's replay: max-min sharing of links, and collectives against closed forms on
+// networks where the answer is known.
+#include <gtest/gtest.h>
+
+#include "coll/schedule.h"
+#include "plait/error.h"
+#include "sim/flow_network.h"
+#include "sim/replay.h"
+#include "sim/topology_spec.h"
+
+namespace plait::sim {
+namespace {
+
+TEST(FlowNetwork, TwoFlowsOnABottleneckShareItMaxMinFairly) {
+  // Link 0 (10 B/s) carries A and B; B also crosses link 1 (4 B/s): B is held to 4 by link 1,
+  // A takes the 6 left on link 0.
+  FlowNetwork net({10.0, 4.0});
+  const int a = net.add(60, {0});
+  const int b = net.add(40, {0, 1});
+  EXPECT_DOUBLE_EQ(net.next_finish(), 10.0);  // both at 6 and 4: A 60/6, B 40/4
+  EXPECT_DOUBLE_EQ(net.rate(a), 6.0);
+  EXPECT_DOUBLE_EQ(net.rate(b), 4.0);
+  net.advance(10.0);
+  EXPECT_EQ(net.take_finished().size(), 2u);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[0], 100.0);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[1], 40.0);
+}
+
+TEST(FlowNetwork, AFlowThatEndsGivesItsShareToTheOthers) {
+  FlowNetwork net({10.0});
+  const int small = net.add(10, {0});
+  const int big = net.add(30, {0});
+  EXPECT_DOUBLE_EQ(net.next_finish(), 2.0);  // 5 B/s each: the small one ends at 2 s
+  net.advance(2.0);
+  EXPECT_EQ(net.take_finished(), std::vector<int>{small});
+  EXPECT_DOUBLE_EQ(net.next_finish(), 4.0);  // 20 B left at the whole 10 B/s
+  EXPECT_DOUBLE_EQ(net.rate(big), 10.0);
+}
+
+coll::CollArgs allreduce_of(size_t count) {
+  coll::CollArgs a;
+  a.op = coll::CollOp::kAllreduce;
+  a.dtype = DataType::kF32;
+  a.count = count;
+  return a;
+}
+
+// No reduction or copy cost: only the network's.
+SimParams network_only(double alpha) {
+  SimParams p;
+  p.alpha_s = alpha;
+  p.gamma_bytes_per_s = 1e18;
+  p.copy_bytes_per_s = 1e18;
+  return p;
+}
+
+// Ring allreduce on a ring of hosts, one rank each: 2(p-1) steps of n/p bytes to a neighbour,
+// one flow per link and direction: T = 2(p-1) (alpha + latency + n / (p beta)).
+TEST(Replay, RingAllreduceOnAnUncontendedRingMatchesTheClosedForm) {
+  for (int p : {2, 4, 8}) {
+    auto ring = parse_topology("ring:hosts=" + std::to_string(p) + ",rate=1gbit,latency=20us");
+    const size_t count = 1 << 20;  // 4 MiB of f32, a multiple of every p here
+    const double alpha = 5e-6, latency = 20e-6, beta = 1.25e8;
+    const double n = count * 4.0;
+    const ReplayResult r = replay(*ring, {.ranks = p, .ranks_per_host = 1}, allreduce_of(count),
+                                  coll::Algorithm::kRing, network_only(alpha));
+    const double expect = 2.0 * (p - 1) * (alpha + latency + n / (p * beta));
+    EXPECT_NEAR(r.time_s, expect, expect * 1e-9) << "p=" << p;
+    EXPECT_EQ(r.messages, static_cast<size_t>(2 * (p - 1) * p));
+    EXPECT_NEAR(r.bottleneck_busy, 2.0 * (p - 1) * n / (p * beta) / expect, 1e-6);
+    EXPECT_FALSE(r.critical_path.empty());
+  }
+}
+
+// Naive alltoall on a star: every host sends p-1 blocks at once through its one link, which
+// they share: T = alpha + 2 latency + (p-1) m / beta.
+TEST(Replay, AlltoallOnAStarIsBoundByEachHostsLink) {
+  const int p = 4;
+  auto star = parse_topology("star:hosts=4,rate=1gbit,latency=10us");
+  coll::CollArgs a;
+  a.op = coll::CollOp::kAlltoall;
+  a.dtype = DataType::kF32;
+  a.count = 1 << 18;  // per destination: 1 MiB
+  const ReplayResult r =
+      replay(*star, {.ranks = p, .ranks_per_host = 1}, a, coll::Algorithm::kNaive, network_only(5e-6));
+  const double m = a.count * 4.0;
+  const double expect = 5e-6 + 2 * 10e-6 + (p - 1) * m / 1.25e8;
+  EXPECT_NEAR(r.time_s, expect, expect * 1e-6);
+  EXPECT_NEAR(r.network_bytes, p * (p - 1) * m, 1);
+}
+
+// Two ranks per host: the ranks of one host talk through its memory path, not the network.
+TEST(Replay, RanksOfOneHostDoNotUseTheNetwork) {
+  auto star = parse_topology("star:hosts=2");
+  const ReplayResult r = replay(*star, {.ranks = 2, .ranks_per_host = 2}, allreduce_of(1 << 16),
+                                coll::Algorithm::kRing, network_only(5e-6));
+  EXPECT_EQ(r.network_bytes, 0);
+  EXPECT_EQ(r.bottleneck_link, -1);
+  EXPECT_GT(r.time_s, 0);
+}
+
+TEST(Replay, EveryAllreduceAlgorithmRunsToTheEnd) {
+  auto tree = parse_topology("fattree:k=4");
+  for (coll::Algorithm algo :
+       {coll::Algorithm::kNaive, coll::Algorithm::kPs, coll::Algorithm::kRing,
+        coll::Algorithm::kHalvingDoubling, coll::Algorithm::kRecursiveDoubling,
+        coll::Algorithm::kBinomialTree, coll::Algorithm::kDoubleBinaryTree,
+        coll::Algorithm::kHierarchical}) {
+    coll::CollArgs a = allreduce_of(1 << 18);
+    a.chunk_count = 1 << 16;
+    const ReplayResult r = replay(*tree, {.ranks = 12, .ranks_per_host = 2}, a, algo, SimParams{});
+    EXPECT_GT(r.time_s, 0) << coll::to_string(algo);
+    EXPECT_GT(r.network_bytes, 0) << coll::to_string(algo);
+  }
+}
+
+TEST(Replay, BadInputIsAClearError) {
+  auto star = parse_topology("star:hosts=4");
+  try {
+    replay(*star, {.ranks = 9, .ranks_per_host = 2}, allreduce_of(8), coll::Algorithm::kRing,
+           SimParams{});
+    ADD_FAILURE() << "9 ranks on 4 hosts of 2 were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("need 5 hosts"), std::string::npos) << e.what();
+  }
+  coll::CollArgs a = allreduce_of(8);
+  a.op = coll::CollOp::kAlltoall;
+  EXPECT_THROW(replay(*star, {.ranks = 4, .ranks_per_host = 1}, a,
+                      coll::Algorithm::kHalvingDoubling, SimParams{}),
+               Error);
+}
+
+}  // namespace
+}  // namespace plait::sim
