@@ -83,48 +83,51 @@ std::vector<int> FlowNetwork::take_finished() {
 }
 
 // Progressive filling: the link whose capacity left, split among the flows on it not yet
-// fixed, is smallest saturates first; its flows get that share; repeat.
+// fixed, is smallest saturates first; its flows get that share; repeat. Every link at that
+// smallest share saturates in the same round: in a collective's symmetric steps that is most
+// of them, so the rounds are few.
 void FlowNetwork::reshare() {
   dirty_ = false;
-  std::vector<int> touched;
-  std::vector<double> left;
-  std::vector<std::vector<int>> on;  // by touched index: unfixed flows on the link
-  std::vector<int> index_of;         // link -> touched index, -1: untouched
-  index_of.assign(capacity_.size(), -1);
+  if (index_of_.size() < capacity_.size()) index_of_.resize(capacity_.size(), -1);
+  touched_.clear();
+  left_.clear();
+  unfixed_.clear();
   for (int id : active_) {
     flows_[id].rate = -1;  // unfixed
     for (int l : flows_[id].links) {
-      if (index_of[l] < 0) {
-        index_of[l] = static_cast<int>(touched.size());
-        touched.push_back(l);
-        left.push_back(capacity_[l]);
-        on.emplace_back();
+      if (index_of_[l] < 0) {
+        index_of_[l] = static_cast<int>(touched_.size());
+        touched_.push_back(l);
+        left_.push_back(capacity_[l]);
+        unfixed_.push_back(0);
+        if (on_.size() < touched_.size()) on_.emplace_back();
+        on_[touched_.size() - 1].clear();
       }
-      on[index_of[l]].push_back(id);
+      on_[index_of_[l]].push_back(id);
+      ++unfixed_[index_of_[l]];
     }
   }
-  std::vector<size_t> unfixed(touched.size());
-  for (size_t i = 0; i < touched.size(); ++i) unfixed[i] = on[i].size();
   for (;;) {
-    int tightest = -1;
     double share = kNever;
-    for (size_t i = 0; i < touched.size(); ++i) {
-      if (unfixed[i] == 0) continue;
-      const double s = std::max(left[i], 0.0) / static_cast<double>(unfixed[i]);
-      if (s < share) share = s, tightest = static_cast<int>(i);
-    }
-    if (tightest < 0) break;
-    for (int id : on[tightest]) {
-      Flow& f = flows_[id];
-      if (f.rate >= 0) continue;
-      f.rate = share;
-      for (int l : f.links) {
-        const int i = index_of[l];
-        left[i] -= share;
-        --unfixed[i];
+    for (size_t i = 0; i < touched_.size(); ++i)
+      if (unfixed_[i] > 0) share = std::min(share, std::max(left_[i], 0.0) / unfixed_[i]);
+    if (share == kNever) break;
+    const double limit = share * (1 + 1e-12);
+    for (size_t i = 0; i < touched_.size(); ++i) {
+      if (unfixed_[i] == 0 || std::max(left_[i], 0.0) / unfixed_[i] > limit) continue;
+      for (int id : on_[i]) {
+        Flow& f = flows_[id];
+        if (f.rate >= 0) continue;
+        f.rate = share;
+        for (int l : f.links) {
+          const int j = index_of_[l];
+          left_[j] -= share;
+          --unfixed_[j];
+        }
       }
     }
   }
+  for (int l : touched_) index_of_[l] = -1;
 }
 
 }  // namespace plait::sim

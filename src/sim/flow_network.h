@@ -54,6 +54,13 @@ class FlowNetwork {
   std::vector<int> finished_;
   double now_ = 0;
   bool dirty_ = false;
+  // reshare()'s scratch, kept between calls: link -> index among the links in use (-1: not
+  // in use), and per link in use its capacity left, its flows, how many are not fixed yet.
+  std::vector<int> index_of_;
+  std::vector<int> touched_;
+  std::vector<double> left_;
+  std::vector<std::vector<int>> on_;
+  std::vector<size_t> unfixed_;
 };
 
 }  // namespace plait::sim

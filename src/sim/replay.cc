@@ -28,6 +28,7 @@ struct StepState {
   double done = -1;
   int message = -1;   // kSend / kRecv / kRecvReduce: its message
   StepRef cause;      // what its start or end waited for last (the critical path)
+  int rounds = 0;     // messages on the longest chain of messages this step waited for
 };
 
 struct Message {
@@ -249,6 +250,7 @@ class Replay {
       at = m.arrived;
       s.cause = m.send;
     }
+    s.rounds = std::max(s.rounds, state(m.send).rounds + 1);
     if (step(r).kind == StepKind::kRecv) {
       push(at, EventKind::kDone, r);
       return;
@@ -263,6 +265,7 @@ class Replay {
       // Steps finish in time order: the last dependency to finish is what the step waited for.
       StepState& next = states_[r.rank][d];
       next.cause = r;
+      next.rounds = std::max(next.rounds, s.rounds);
       if (--next.deps_left == 0) push(t, EventKind::kReady, {r.rank, d});
     }
     if (t > end_.second) end_ = {r, t};
@@ -274,6 +277,14 @@ class Replay {
     ReplayResult out;
     out.time_s = end_.second;
     out.messages = messages_.size();
+    out.sent_messages.assign(placement_.ranks, 0);
+    out.sent_bytes.assign(placement_.ranks, 0);
+    for (const Message& m : messages_) {
+      ++out.sent_messages[m.send.rank];
+      out.sent_bytes[m.send.rank] += m.bytes;
+    }
+    for (const auto& rank : states_)
+      for (const StepState& st : rank) out.rounds = std::max(out.rounds, st.rounds);
     out.network_bytes = network_bytes_;
     const std::vector<double>& carried = network_.link_bytes();
     out.link_bytes.assign(carried.begin(), carried.begin() + topology_.links().size());

@@ -39,6 +39,11 @@ struct Placement {
 struct ReplayResult {
   double time_s = 0;           // from the start to the last rank's last step
   size_t messages = 0;         // network and intra-host
+  // The schedule's shape, as the notes tabulate algorithms: rounds (messages on the longest
+  // chain of messages, each waiting for the one before), and per rank what it sent.
+  int rounds = 0;
+  std::vector<size_t> sent_messages;
+  std::vector<double> sent_bytes;
   double network_bytes = 0;    // bytes that crossed hosts (each counted once)
   // Per directed link of the topology: bytes carried and the share of the collective's time
   // it was busy at its full rate (bytes / (rate * time)).

@@ -68,6 +68,26 @@ TEST(SimCli, AnOperationWritesOneRecordPerAlgorithm) {
             0);
 }
 
+TEST(SimCli, SweepMarksTheFastestAndTheModelsChoiceAtEveryPoint) {
+  const std::string json = (std::filesystem::temp_directory_path() /
+                            ("plait-sim-sweep-" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  ASSERT_EQ(sim({"sweep", "allreduce", "--topology", "star:hosts=4", "--topology", "ring:hosts=8",
+                 "--ranks", "4,8", "--bytes", "64K,4M", "--json", json}),
+            0);
+  const std::vector<std::string> lines = lines_of(json);
+  std::filesystem::remove(json);
+  // star: 4 ranks only (8 do not fit), 2 sizes; ring: 4 and 8 ranks, 2 sizes: 6 points.
+  int fastest = 0, model = 0;
+  for (const std::string& l : lines) {
+    fastest += l.find("\"fastest\": true") != std::string::npos;
+    model += l.find("\"cost_model_choice\": true") != std::string::npos;
+  }
+  EXPECT_EQ(fastest, 6);
+  EXPECT_EQ(model, 6);
+  EXPECT_EQ(sim({"sweep", "allreduce", "--topology", "star:hosts=4", "--ranks", "4"}), 2);
+}
+
 TEST(SimCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=2", "--ranks", "3", "--bytes", "1M"}), 2);
   EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=4", "--ranks", "4", "--bytes", "1M",

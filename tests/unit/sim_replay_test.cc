@@ -132,3 +132,46 @@ TEST(Replay, BadInputIsAClearError) {
 
 }  // namespace
 }  // namespace plait::sim
+
+namespace plait::sim {
+namespace {
+
+// The notes' table of allreduce algorithms for p ranks and n bytes, from the very schedules
+// (no pipelining): rounds of messages, and bytes each rank sends.
+struct Shape {
+  coll::Algorithm algo;
+  int rounds;
+  double bytes_per_rank;  // what every rank sends (max over ranks where they differ)
+  double total_bytes;
+};
+
+TEST(Replay, AllreduceAlgorithmsHaveTheNotesStepsAndVolumes) {
+  const int p = 8, log_p = 3;
+  const size_t count = 1 << 20;
+  const double n = count * 4.0;
+  auto star = parse_topology("star:hosts=8");
+  const int k = 4;  // ps roots: min(p, 4)
+  for (const Shape& s : std::vector<Shape>{
+           {coll::Algorithm::kNaive, 1, (p - 1) * n, p * (p - 1) * n},
+           {coll::Algorithm::kRing, 2 * (p - 1), 2.0 * (p - 1) / p * n, 2.0 * (p - 1) * n},
+           {coll::Algorithm::kHalvingDoubling, 2 * log_p, 2.0 * (p - 1) / p * n, 2.0 * (p - 1) * n},
+           {coll::Algorithm::kRecursiveDoubling, log_p, log_p * n, p * log_p * n},
+           {coll::Algorithm::kBinomialTree, 2 * log_p, log_p * n, 2.0 * (p - 1) * n},
+           // k roots each own n/k: every rank sends its shards to their roots (a root keeps
+           // its own), then every root sends its reduced shard to every other rank.
+           {coll::Algorithm::kPs, 2, (k - 1) * n / k + (p - 1) * n / k,
+            (p - k) * n + (k - 1) * n + (p - 1) * n},
+       }) {
+    const ReplayResult r = replay(*star, {.ranks = p, .ranks_per_host = 1}, allreduce_of(count),
+                                  s.algo, SimParams{});
+    const char* name = coll::to_string(s.algo).data();
+    EXPECT_EQ(r.rounds, s.rounds) << name;
+    double most = 0, total = 0;
+    for (double b : r.sent_bytes) most = std::max(most, b), total += b;
+    EXPECT_DOUBLE_EQ(most, s.bytes_per_rank) << name;
+    EXPECT_DOUBLE_EQ(total, s.total_bytes) << name;
+  }
+}
+
+}  // namespace
+}  // namespace plait::sim

@@ -18,6 +18,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: plait sim OP --topology SPEC --ranks N [--ranks-per-host M] [--algo A|all]\n"
     "                 --bytes B [--chunk B] [--tune FILE] [--json FILE]\n"
+    "       plait sim sweep OP --topology SPEC [--topology SPEC ...] --ranks N[,N...]\n"
+    "                 --bytes B[,B...] [--ranks-per-host M] [--tune FILE] [--json FILE]\n"
     "       plait sim topo [SPEC ...] [--json FILE]\n"
     "OP (allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter):\n"
     "replays the schedules plait's builders make for every rank on the topology (links shared\n"
@@ -25,6 +27,8 @@ constexpr const char* kUsage =
     "link, and the cost model's own choice beside the fastest. B as plait bench counts it\n"
     "(suffixes K M G); --chunk is the pipelining unit (default 1M, as PLAIT_CHUNK_BYTES);\n"
     "--tune takes a `plait tune` file for per-message, intra-host, reduction and copy costs.\n"
+    "sweep: every algorithm at every point, busbw per algorithm, the fastest and the cost\n"
+    "model's choice (\"MODEL WRONG\" where they differ, with how much slower its pick is).\n"
     "topo:\n"
     "Node count, cable count, diameter (hops between the two farthest hosts), bisection\n"
     "bandwidth (one direction, the worst even split of the hosts) and cost per host (cables\n"
@@ -95,6 +99,7 @@ int sim_main(int argc, char** argv) {
   }
   try {
     if (args[0] == "topo") return topo_main({args.begin() + 1, args.end()});
+    if (args[0] == "sweep") return sim_sweep_main({args.begin() + 1, args.end()});
     return sim_run_main(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "plait sim: %s\n%s", e.what(),

@@ -70,6 +70,15 @@ coll::CostParams cost_params(const sim::SimParams& p, const sim::Topology& t) {
 
 }  // namespace
 
+std::vector<std::string> sim_algorithms(const std::string& op) {
+  auto it = kOps.find(op);
+  if (it == kOps.end()) throw invalid_usage("sim: no operation '" + op + "'");
+  std::vector<std::string> out;
+  for (coll::Algorithm a : coll::algorithms_for(it->second))
+    if (a != coll::Algorithm::kShm) out.emplace_back(coll::to_string(a));
+  return out;
+}
+
 SimRunOptions parse_sim_run_args(const std::vector<std::string>& args) {
   SimRunOptions o;
   if (args.empty()) throw invalid_usage("plait sim needs an operation or 'topo'");

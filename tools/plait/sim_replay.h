@@ -30,10 +30,13 @@ struct SimRow {
   bool model_choice = false;  // the cost model would pick this one
 };
 
+// Every algorithm plait has for `op` that is a schedule (the simulator can replay it).
+std::vector<std::string> sim_algorithms(const std::string& op);
 // Throws kInvalidUsage naming the bad option.
 SimRunOptions parse_sim_run_args(const std::vector<std::string>& args);
 // One row per algorithm (every applicable one for algo "all").
 std::vector<SimRow> simulate(const SimRunOptions& options);
 int sim_run_main(const std::vector<std::string>& args);
+int sim_sweep_main(const std::vector<std::string>& args);
 
 }  // namespace plait::cli
