@@ -14,7 +14,8 @@ std::string describe(const LinkSpec& link) {
   const bool giga = bits >= 1e9;
   const double us = link.latency_s * 1e6;
   std::snprintf(buf, sizeof buf, "rate=%g%s,latency=%g%s", giga ? bits / 1e9 : bits / 1e6,
-                giga ? "gbit" : "mbit", us >= 1 ? us : us * 1e3, us >= 1 ? "us" : "ns");
+                giga ? "gbit" : "mbit", us >= 1 || us == 0 ? us : us * 1e3,
+                us >= 1 || us == 0 ? "us" : "ns");
   return buf;
 }
 

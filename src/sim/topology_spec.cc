@@ -13,11 +13,11 @@ namespace {
 // A number followed by a unit from `units` (suffix -> multiplier).
 double number_with_unit(std::string_view text, std::string_view what,
                         const std::vector<std::pair<std::string_view, double>>& units,
-                        std::string_view expected) {
+                        std::string_view expected, bool zero_ok) {
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   const std::string_view unit(end, text.data() + text.size() - end);
-  if (ec == std::errc() && value > 0)
+  if (ec == std::errc() && (value > 0 || (zero_ok && value == 0)))
     for (const auto& [suffix, scale] : units)
       if (unit == suffix) return value * scale;
   throw invalid_usage("sim: " + std::string(what) + " takes " + std::string(expected) +
@@ -111,12 +111,13 @@ double parse_rate(std::string_view text, std::string_view what) {
   return number_with_unit(text, what,
                           {{"bit", 1.0 / 8}, {"kbit", 1e3 / 8}, {"mbit", 1e6 / 8},
                            {"gbit", 1e9 / 8}, {"tbit", 1e12 / 8}},
-                          "a rate in bits per second (200mbit, 1gbit, 100gbit)");
+                          "a rate in bits per second (200mbit, 1gbit, 100gbit)", false);
 }
 
 double parse_latency(std::string_view text, std::string_view what) {
+  // Zero is a latency: the per-message cost may already hold the path's (a tune file's alpha).
   return number_with_unit(text, what, {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}},
-                          "a time (500ns, 20us, 1ms)");
+                          "a time (500ns, 20us, 1ms)", true);
 }
 
 std::unique_ptr<Topology> parse_topology(std::string_view spec) {

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# plait sim against the network-namespace testbed it models: HOSTS "hosts" on one bridge,
+# every host link capped with TBF in both directions (../shared/peers/netns_lab.sh), measured
+# with plait bench and predicted by plait sim on star:hosts=HOSTS,rate=RATE. Needs root.
+#
+#   bench/sim_validate.sh                                   # the issue's grid (long)
+#   HOSTS=4 RATES=1gbit RPH=1 SIZES="1M 16M" ALGOS="ring halving_doubling" OPS=allreduce \
+#     bench/sim_validate.sh                                 # a quick look
+#
+# Per (hosts, rate): `plait tune --providers tcp` runs across two of the testbed's hosts, so
+# the tune file's tcp alpha is the testbed's per-message cost (software, two veth hops and
+# the shaper); `plait tune --providers shm` adds this host's intra-host, reduction and copy
+# constants. plait sim reads that file (--tune) on a star whose links have RATE and no
+# latency of their own (the alpha holds it). Each measured point is the slowest rank's mean
+# time per call over ITERS calls (plait bench --check), the same algorithm forced on both.
+# Prints one row per point: measured and predicted time, and the error (predicted -
+# measured) / measured; then how many points are within 15 % and 30 %.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HOSTS_LIST=${HOSTS:-"4 8"}
+RATES=${RATES:-"1gbit 200mbit"}
+RPH_LIST=${RPH:-"1 2"}
+SIZES=${SIZES:-"1M 4M 16M 64M"}
+OPS=${OPS:-"allreduce allgather reduce_scatter alltoall"}
+ALGOS=${ALGOS:-"naive ps ring halving_doubling recursive_doubling binomial_tree double_binary_tree"}
+ITERS=${ITERS:-3}
+LAB=${LAB:-../shared/peers/netns_lab.sh}
+PLAIT=$(realpath "${PLAIT:-build/tools/plait/plait}")
+OUT=$(mktemp -d /tmp/plait-sim-validate.XXXXXX)
+PORT=$((31000 + RANDOM % 500))
+
+[ "$(id -u)" = 0 ] || { echo "sim_validate: needs root (network namespaces)" >&2; exit 1; }
+"$LAB" down >/dev/null 2>&1 || true
+trap '"$LAB" down >/dev/null 2>&1 || true' EXIT
+
+# job N RPH LOG ARGS...: N ranks, RPH per namespace host (block placement, as plait sim's),
+# all of them started in their host's namespace; fails when a rank does.
+job() {
+  local n=$1 rph=$2 log=$3
+  shift 3
+  local pids=()
+  PORT=$((PORT + 2))
+  for ((r = 0; r < n; r++)); do
+    ip netns exec "plns$((r / rph))" env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$((r % rph)) \
+      LOCAL_WORLD_SIZE="$rph" MASTER_ADDR=192.168.77.1 MASTER_PORT=$PORT \
+      PLAIT_CONNECT_TIMEOUT=60000 PLAIT_TIMEOUT=600000 PLAIT_HOST_ID="h$((r / rph))" \
+      "$PLAIT" "$@" > "$log.rank$r" 2>&1 &
+    pids+=($!)
+  done
+  local status=0
+  for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+  if [ "$status" != 0 ]; then
+    cat "$log".rank* >&2
+    echo "sim_validate: job failed: $*" >&2
+    return 1
+  fi
+}
+
+echo "| hosts | rate | ranks/host | op | algo | bytes | measured (us) | plait sim (us) | error |"
+echo "|---:|---|---:|---|---|---:|---:|---:|---:|"
+for hosts in $HOSTS_LIST; do
+  "$LAB" down >/dev/null 2>&1 || true
+  "$LAB" up "$hosts" >/dev/null
+  for rate in $RATES; do
+    "$LAB" shape "$rate" tbf >/dev/null
+    tune="$OUT/tune-$hosts-$rate.conf"
+    job 2 1 "$OUT/tune-$hosts-$rate" tune --providers tcp --out "$tune" >/dev/null
+    "$PLAIT" tune --providers shm --out "$tune" >/dev/null
+    for rph in $RPH_LIST; do
+      n=$((hosts * rph))
+      for op in $OPS; do
+        algos=$ALGOS
+        [ "$op" != allreduce ] && algos=$("$PLAIT" sim "$op" --topology "star:hosts=$hosts" \
+          --ranks "$n" --ranks-per-host "$rph" --bytes 1M --json /dev/stdout |
+          sed -n 's/.*"algo": "\([a-z_]*\)".*/\1/p' | tr '\n' ' ')
+        [ "$op" = allreduce ] && [ "$rph" -gt 1 ] && algos="$algos hierarchical"
+        for algo in $algos; do
+          for size in $SIZES; do
+            json="$OUT/bench-$hosts-$rate-$rph-$op-$algo-$size.json"
+            job "$n" "$rph" "$OUT/log" bench "$op" --algo "$algo" --min "$size" --max "$size" \
+              --iters "$ITERS" --warmup 1 --check --json "$json" >/dev/null || continue
+            measured=$(sed -n 's/.*"time_us":\([0-9.e+-]*\).*/\1/p' "$json")
+            bytes=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$json")
+            predicted=$("$PLAIT" sim "$op" --topology "star:hosts=$hosts,rate=$rate,latency=0us" \
+              --ranks "$n" --ranks-per-host "$rph" --bytes "$bytes" --algo "$algo" \
+              --tune "$tune" --json /dev/stdout | sed -n 's/.*"time_us": \([0-9.e+-]*\).*/\1/p')
+            awk -v h="$hosts" -v r="$rate" -v p="$rph" -v o="$op" -v a="$algo" -v b="$bytes" \
+              -v m="$measured" -v s="$predicted" 'BEGIN {
+                printf "| %d | %s | %d | %s | %s | %d | %.0f | %.0f | %+.1f %% |\n",
+                       h, r, p, o, a, b, m, s, (s - m) / m * 100 }' | tee -a "$OUT/rows"
+          done
+        done
+      done
+    done
+  done
+done
+awk -F'|' '{ e = $10; gsub(/[ %+]/, "", e); e = e < 0 ? -e : e; n++; if (e < 15) a++; if (e < 30) b++ }
+  END { if (n) printf "\n%d points: %d (%.0f %%) within 15 %%, %d (%.0f %%) within 30 %%\n",
+                      n, a, 100 * a / n, b, 100 * b / n }' "$OUT/rows"
