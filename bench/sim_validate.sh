@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # plait sim against the network-namespace testbed it models: HOSTS "hosts" on one bridge,
 # every host link capped with TBF in both directions (../shared/peers/netns_lab.sh), measured
-# with plait bench and predicted by plait sim on star:hosts=HOSTS,rate=RATE. Needs root.
+# with plait bench and predicted by plait sim on star:hosts=HOSTS,rate=RATE,burst=... Needs
+# root.
 #
 #   bench/sim_validate.sh                                   # the issue's grid (long)
 #   HOSTS=4 RATES=1gbit RPH=1 SIZES="1M 16M" ALGOS="ring halving_doubling" OPS=allreduce \
 #     bench/sim_validate.sh                                 # a quick look
+#
+# The links are shaped here (not by netns_lab.sh's shape, whose burst for rates other than
+# 1gbit is 8 MB: a 1 MiB collective at 200mbit then ran at the veth's speed): TBF on both
+# directions of every host link, burst the rate's bytes per timer tick (HZ 250) rounded up to
+# a power of two (512kb at 1gbit, 128kb at 200mbit), queue limit 4mb; plait sim models the
+# same shaper (burst=).
 #
 # Per (hosts, rate): `plait tune --providers tcp` runs across two of the testbed's hosts, so
 # the tune file's tcp alpha is the testbed's per-message cost (software, two veth hops and
@@ -56,13 +63,41 @@ job() {
   fi
 }
 
+# The TBF burst for RATE (bits per second as tc writes it): kilobytes, a power of two.
+burst_kb() {
+  local bits
+  case $1 in
+    *gbit) bits=$(( ${1%gbit} * 1000000000 )) ;;
+    *mbit) bits=$(( ${1%mbit} * 1000000 )) ;;
+    *) echo "sim_validate: RATES takes NNmbit or NNgbit, not $1" >&2; exit 2 ;;
+  esac
+  local kb=$(( (bits / 8 / 250 + 1023) / 1024 )) p=1
+  while [ "$p" -lt "$kb" ]; do p=$((p * 2)); done
+  echo "$p"
+}
+
+# TBF at RATE on both directions of every host link: the host's eth0 (host -> switch) and the
+# bridge's port to it (switch -> host), as netns_lab.sh lays them out.
+shape() {
+  local rate=$1 hosts=$2 b
+  b=$(burst_kb "$rate")kb
+  for ((i = 0; i < hosts; i++)); do
+    for target in "plns$i eth0" "plbr vbr$i"; do
+      set -- $target
+      tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true
+      tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst "$b" limit 4mb
+    done
+  done
+}
+
 echo "| hosts | rate | ranks/host | op | algo | bytes | measured (us) | plait sim (us) | error |"
 echo "|---:|---|---:|---|---|---:|---:|---:|---:|"
 for hosts in $HOSTS_LIST; do
   "$LAB" down >/dev/null 2>&1 || true
   "$LAB" up "$hosts" >/dev/null
   for rate in $RATES; do
-    "$LAB" shape "$rate" tbf >/dev/null
+    shape "$rate" "$hosts"
+    topology="star:hosts=$hosts,rate=$rate,latency=0us,burst=$(burst_kb "$rate")kb"
     tune="$OUT/tune-$hosts-$rate.conf"
     job 2 1 "$OUT/tune-$hosts-$rate" tune --providers tcp --out "$tune" >/dev/null
     "$PLAIT" tune --providers shm --out "$tune" >/dev/null
@@ -81,7 +116,7 @@ for hosts in $HOSTS_LIST; do
               --iters "$ITERS" --warmup 1 --check --json "$json" >/dev/null || continue
             measured=$(sed -n 's/.*"time_us":\([0-9.e+-]*\).*/\1/p' "$json")
             bytes=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$json")
-            predicted=$("$PLAIT" sim "$op" --topology "star:hosts=$hosts,rate=$rate,latency=0us" \
+            predicted=$("$PLAIT" sim "$op" --topology "$topology" \
               --ranks "$n" --ranks-per-host "$rph" --bytes "$bytes" --algo "$algo" \
               --tune "$tune" --json /dev/stdout | sed -n 's/.*"time_us": \([0-9.e+-]*\).*/\1/p')
             awk -v h="$hosts" -v r="$rate" -v p="$rph" -v o="$op" -v a="$algo" -v b="$bytes" \

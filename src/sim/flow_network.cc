@@ -19,6 +19,33 @@ int FlowNetwork::add_link(double bytes_per_s) {
   return static_cast<int>(capacity_.size()) - 1;
 }
 
+void FlowNetwork::set_bucket(int link, double burst_bytes, double peak_bytes_per_s) {
+  const size_t n = capacity_.size();
+  burst_.resize(n, 0), peak_.resize(n, 0), tokens_.resize(n, 0), load_.resize(n, 0),
+      last_.resize(n, 0);
+  burst_[link] = burst_bytes;
+  peak_[link] = std::max(peak_bytes_per_s, capacity_[link]);
+  // Empty: the steady state of collectives run back to back (a benchmark's loop, a training
+  // loop); the bucket fills while the link idles.
+  tokens_[link] = 0;
+  last_[link] = now_;
+  dirty_ = true;
+}
+
+void FlowNetwork::settle(int link) {
+  if (static_cast<size_t>(link) >= burst_.size() || burst_[link] <= 0) return;
+  const double dt = now_ - last_[link];
+  tokens_[link] = std::clamp(tokens_[link] + (capacity_[link] - load_[link]) * dt, 0.0,
+                             burst_[link]);
+  last_[link] = now_;
+}
+
+double FlowNetwork::capacity_now(int link) const {
+  if (static_cast<size_t>(link) < burst_.size() && burst_[link] > 0 && tokens_[link] > kDrained)
+    return peak_[link];
+  return capacity_[link];
+}
+
 int FlowNetwork::add(double bytes, std::vector<int> links) {
   const int id = static_cast<int>(flows_.size());
   Flow f;
@@ -47,6 +74,15 @@ void FlowNetwork::advance(double t) {
       for (int l : f.links) carried_[l] += moved;
     }
     now_ = t;
+    // A bucket that ran dry takes its link down to its rate.
+    for (int l : loaded_) {
+      const bool had = tokens_[l] > kDrained;
+      settle(l);
+      if (had && tokens_[l] <= kDrained * 1e3) {
+        tokens_[l] = 0;
+        dirty_ = true;
+      }
+    }
   }
   // A flow within rounding of its end at t is done at t.
   size_t kept = 0;
@@ -73,6 +109,9 @@ double FlowNetwork::next_finish() const {
     const Flow& f = flows_[id];
     if (f.rate > 0) next = std::min(next, now_ + f.remaining / f.rate);
   }
+  for (int l : loaded_)
+    if (tokens_[l] > kDrained && load_[l] > capacity_[l])
+      next = std::min(next, now_ + tokens_[l] / (load_[l] - capacity_[l]));
   return next;
 }
 
@@ -98,7 +137,8 @@ void FlowNetwork::reshare() {
       if (index_of_[l] < 0) {
         index_of_[l] = static_cast<int>(touched_.size());
         touched_.push_back(l);
-        left_.push_back(capacity_[l]);
+        settle(l);
+        left_.push_back(capacity_now(l));
         unfixed_.push_back(0);
         if (on_.size() < touched_.size()) on_.emplace_back();
         on_[touched_.size() - 1].clear();
@@ -126,6 +166,22 @@ void FlowNetwork::reshare() {
         }
       }
     }
+  }
+  // The buckets' loads from now on (settled at the old loads first).
+  if (!burst_.empty()) {
+    for (int l : loaded_) {
+      settle(l);
+      load_[l] = 0;
+    }
+    loaded_.clear();
+    for (int id : active_)
+      for (int l : flows_[id].links)
+        if (static_cast<size_t>(l) < burst_.size() && burst_[l] > 0) {
+          loaded_.push_back(l);
+          load_[l] += flows_[id].rate;
+        }
+    std::sort(loaded_.begin(), loaded_.end());
+    loaded_.erase(std::unique(loaded_.begin(), loaded_.end()), loaded_.end());
   }
   for (int l : touched_) index_of_[l] = -1;
 }

@@ -21,13 +21,19 @@ class FlowNetwork {
 
   // One more resource (a host's memory path); returns its id.
   int add_link(double bytes_per_s);
+  // A token bucket on `link`, as Linux's TBF shapes a link: up to `burst` bytes pass at `peak`
+  // before the link falls back to its rate; while the link carries less than its rate, the
+  // bucket refills at the difference. Starts empty (the steady state of collectives run back
+  // to back: the bucket fills only while the link idles).
+  void set_bucket(int link, double burst_bytes, double peak_bytes_per_s);
   // A flow of `bytes` over `links` (ids into capacity; empty: it is done at once), active from
   // now. Returns its id.
   int add(double bytes, std::vector<int> links);
   // Moves time forward to `t` (>= now()): every flow drains at its rate. Flows that finish
   // by then are reported by take_finished().
   void advance(double t);
-  // When the next active flow finishes at the current rates (kNever if none is active).
+  // When the next active flow finishes, or a bucket runs dry, at the current rates (kNever
+  // if no flow is active). Either changes the rates: the caller advances to it.
   double next_finish() const;
   // Flows that drained (remaining bytes ~0) since the last call.
   std::vector<int> take_finished();
@@ -46,6 +52,9 @@ class FlowNetwork {
     bool done = false;
   };
   void reshare();
+  // A bucket's tokens brought up to now_ at the link's present load.
+  void settle(int link);
+  double capacity_now(int link) const;
 
   std::vector<double> capacity_;
   std::vector<double> carried_;
@@ -56,6 +65,9 @@ class FlowNetwork {
   bool dirty_ = false;
   // reshare()'s scratch, kept between calls: link -> index among the links in use (-1: not
   // in use), and per link in use its capacity left, its flows, how many are not fixed yet.
+  // Token buckets, by link (burst 0: none): tokens as of last_, the load since then.
+  std::vector<double> burst_, peak_, tokens_, load_, last_;
+  std::vector<int> loaded_;  // links whose load is not 0
   std::vector<int> index_of_;
   std::vector<int> touched_;
   std::vector<double> left_;

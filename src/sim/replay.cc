@@ -76,6 +76,10 @@ class Replay {
       }
     }
     match_messages();
+    for (size_t l = 0; l < t.links().size(); ++l)
+      if (t.links()[l].burst_bytes > 0)
+        network_.set_bucket(static_cast<int>(l), t.links()[l].burst_bytes,
+                            t.links()[l].peak_bytes_per_s);
   }
 
   ReplayResult run() {

@@ -16,7 +16,15 @@ std::string describe(const LinkSpec& link) {
   std::snprintf(buf, sizeof buf, "rate=%g%s,latency=%g%s", giga ? bits / 1e9 : bits / 1e6,
                 giga ? "gbit" : "mbit", us >= 1 || us == 0 ? us : us * 1e3,
                 us >= 1 || us == 0 ? "us" : "ns");
-  return buf;
+  std::string out = buf;
+  if (link.burst_bytes > 0) {
+    const double peak_bits = link.peak_bytes_per_s * 8;
+    std::snprintf(buf, sizeof buf, ",burst=%gkb,peak=%g%s", link.burst_bytes / 1024,
+                  peak_bits >= 1e9 ? peak_bits / 1e9 : peak_bits / 1e6,
+                  peak_bits >= 1e9 ? "gbit" : "mbit");
+    out += buf;
+  }
+  return out;
 }
 
 Topology::Topology(std::string spec, int hosts, int switches)
@@ -24,8 +32,8 @@ Topology::Topology(std::string spec, int hosts, int switches)
 
 int Topology::connect(int a, int b, const LinkSpec& spec) {
   const int id = static_cast<int>(links_.size());
-  links_.push_back({a, b, spec.bytes_per_s, spec.latency_s});
-  links_.push_back({b, a, spec.bytes_per_s, spec.latency_s});
+  links_.push_back({a, b, spec.bytes_per_s, spec.latency_s, spec.burst_bytes, spec.peak_bytes_per_s});
+  links_.push_back({b, a, spec.bytes_per_s, spec.latency_s, spec.burst_bytes, spec.peak_bytes_per_s});
   out_[a].push_back(id);
   out_[b].push_back(id + 1);
   return id;

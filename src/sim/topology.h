@@ -21,6 +21,10 @@ namespace plait::sim {
 struct LinkSpec {
   double bytes_per_s = 1.25e8;  // 1 Gbit/s
   double latency_s = 1e-6;      // per hop: wire, serialization start, switching
+  // A token-bucket shaper on the link (Linux TBF, as the namespace testbed caps its links):
+  // up to burst_bytes pass at peak_bytes_per_s before the link falls back to its rate. 0: none.
+  double burst_bytes = 0;
+  double peak_bytes_per_s = 0;
 };
 
 // "rate=1gbit,latency=20us": a link's spec as parse_topology() reads it.
@@ -31,6 +35,8 @@ struct Link {
   int to = -1;
   double bytes_per_s = 0;
   double latency_s = 0;
+  double burst_bytes = 0;       // LinkSpec's shaper
+  double peak_bytes_per_s = 0;
 };
 
 struct Path {

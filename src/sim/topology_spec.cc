@@ -80,6 +80,15 @@ class Spec {
     LinkSpec l;
     l.bytes_per_s = parse_rate(take_or("rate", "1gbit"), "rate=");
     l.latency_s = parse_latency(take_or("latency", "1us"), "latency=");
+    if (values_.count("burst")) {
+      l.burst_bytes = parse_size(take("burst"), "burst=");
+      // A shaper lets its burst through as fast as the wire under it: ten times the rate
+      // unless told.
+      l.peak_bytes_per_s = values_.count("peak") ? parse_rate(take("peak"), "peak=")
+                                                 : 10 * l.bytes_per_s;
+      if (l.peak_bytes_per_s < l.bytes_per_s)
+        throw invalid_usage("sim: peak= is at least rate=");
+    }
     return l;
   }
   // After every known key was taken: what is left is a mistake.
@@ -106,6 +115,11 @@ std::vector<int> dims_of(const std::string& text) {
 }
 
 }  // namespace
+
+double parse_size(std::string_view text, std::string_view what) {
+  return number_with_unit(text, what, {{"b", 1.0}, {"kb", 1024.0}, {"mb", 1024.0 * 1024}},
+                          "a size in bytes as tc writes it (512kb, 8mb)", false);
+}
 
 double parse_rate(std::string_view text, std::string_view what) {
   return number_with_unit(text, what,

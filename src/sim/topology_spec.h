@@ -7,7 +7,9 @@
 //
 // Every family takes rate= (bits per second: 200mbit, 1gbit, 100gbit; kbit, mbit, gbit, tbit
 // as tc writes them) and latency= (per hop: 500ns, 20us, 1ms) for its links; defaults 1gbit
-// and 1us. A bad spec is kInvalidUsage naming the offending part.
+// and 1us. burst= (bytes as tc writes them: 512kb, 8mb) puts a token-bucket shaper on every
+// link, as Linux TBF: that many bytes pass at peak= (default 10 x rate) before the rate
+// holds. A bad spec is kInvalidUsage naming the offending part.
 #pragma once
 
 #include <memory>
@@ -22,5 +24,6 @@ std::unique_ptr<Topology> parse_topology(std::string_view spec);
 // "1gbit" -> 1.25e8 bytes/s; "20us" -> 2e-5 s. Throw kInvalidUsage naming `what`.
 double parse_rate(std::string_view text, std::string_view what);
 double parse_latency(std::string_view text, std::string_view what);
+double parse_size(std::string_view text, std::string_view what);  // "512kb" -> 524288
 
 }  // namespace plait::sim
