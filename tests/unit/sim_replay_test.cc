@@ -37,6 +37,24 @@ TEST(FlowNetwork, AFlowThatEndsGivesItsShareToTheOthers) {
   EXPECT_DOUBLE_EQ(net.rate(big), 10.0);
 }
 
+TEST(FlowNetwork, ATokenBucketPassesItsBurstAtPeakOnceTheLinkIdled) {
+  // 10 B/s, a 20 B bucket drained at 100 B/s. Empty at first: 50 B take 5 s at the rate.
+  FlowNetwork net({10.0});
+  net.set_bucket(0, 20.0, 100.0);
+  net.add(50, {0});
+  EXPECT_DOUBLE_EQ(net.next_finish(), 5.0);
+  net.advance(5.0);
+  net.take_finished();
+  // 4 s idle fill the bucket (to its 20 B). The next 50 B: 100 B/s until the bucket is dry
+  // (it drains at 100 - 10 B/s: 2/9 s, 22.2 B), then 27.8 B at 10 B/s: 3 s in all.
+  net.advance(9.0);
+  net.add(50, {0});
+  const double dry = net.next_finish();
+  EXPECT_NEAR(dry, 9.0 + 2.0 / 9, 1e-9);
+  net.advance(dry);
+  EXPECT_NEAR(net.next_finish(), 12.0, 1e-9);
+}
+
 coll::CollArgs allreduce_of(size_t count) {
   coll::CollArgs a;
   a.op = coll::CollOp::kAllreduce;
