@@ -88,6 +88,28 @@ TEST(SimCli, SweepMarksTheFastestAndTheModelsChoiceAtEveryPoint) {
   EXPECT_EQ(sim({"sweep", "allreduce", "--topology", "star:hosts=4", "--ranks", "4"}), 2);
 }
 
+bool is_png(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == 8 && std::string(magic, 8) == "\x89PNG\r\n\x1a\n";
+}
+
+TEST(SimCli, PlotsAreDrawnWithMatplotlib) {
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            ("plait-sim-plot-" + std::to_string(::getpid()))).string();
+  ASSERT_EQ(sim({"sweep", "allreduce", "--topology", "star:hosts=4", "--ranks", "4", "--bytes",
+                 "64K,1M", "--plot", base + "-sweep.png"}),
+            0);
+  EXPECT_TRUE(is_png(base + "-sweep.png"));
+  ASSERT_EQ(sim({"allgather", "--topology", "torus:dims=2x2", "--ranks", "4", "--bytes", "1M",
+                 "--plot", base + "-algos.png"}),
+            0);
+  EXPECT_TRUE(is_png(base + "-algos.png"));
+  std::filesystem::remove(base + "-sweep.png");
+  std::filesystem::remove(base + "-algos.png");
+}
+
 TEST(SimCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=2", "--ranks", "3", "--bytes", "1M"}), 2);
   EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=4", "--ranks", "4", "--bytes", "1M",

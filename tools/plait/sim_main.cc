@@ -17,9 +17,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: plait sim OP --topology SPEC --ranks N [--ranks-per-host M] [--algo A|all]\n"
-    "                 --bytes B [--chunk B] [--tune FILE] [--json FILE]\n"
+    "                 --bytes B [--chunk B] [--tune FILE] [--json FILE] [--plot FILE.png]\n"
     "       plait sim sweep OP --topology SPEC [--topology SPEC ...] --ranks N[,N...]\n"
     "                 --bytes B[,B...] [--ranks-per-host M] [--tune FILE] [--json FILE]\n"
+    "                 [--plot FILE.png]\n"
     "       plait sim topo [SPEC ...] [--json FILE]\n"
     "OP (allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter):\n"
     "replays the schedules plait's builders make for every rank on the topology (links shared\n"
@@ -29,6 +30,8 @@ constexpr const char* kUsage =
     "--tune takes a `plait tune` file for per-message, intra-host, reduction and copy costs.\n"
     "sweep: every algorithm at every point, busbw per algorithm, the fastest and the cost\n"
     "model's choice (\"MODEL WRONG\" where they differ, with how much slower its pick is).\n"
+    "--plot draws the records with matplotlib (Debian's /usr/bin/python3): a sweep's busbw\n"
+    "against bytes per algorithm, one operation's time per algorithm.\n"
     "topo:\n"
     "Node count, cable count, diameter (hops between the two farthest hosts), bisection\n"
     "bandwidth (one direction, the worst even split of the hosts) and cost per host (cables\n"

@@ -2,7 +2,10 @@
 // one that applies, with the cost model's own choice marked beside the fastest.
 #include "sim_replay.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -12,6 +15,7 @@
 #include "core/config.h"
 #include "plait/error.h"
 #include "sim/topology_spec.h"
+#include "sim_plot.h"
 #include "transport/tuned_costs.h"
 
 namespace plait::cli {
@@ -70,6 +74,14 @@ coll::CostParams cost_params(const sim::SimParams& p, const sim::Topology& t) {
 
 }  // namespace
 
+std::string sim_temp_file() {
+  char path[] = "/tmp/plait-sim-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) throw Error(ErrorCategory::kSystem, "cannot make a file in /tmp");
+  ::close(fd);
+  return path;
+}
+
 std::vector<std::string> sim_algorithms(const std::string& op) {
   auto it = kOps.find(op);
   if (it == kOps.end()) throw invalid_usage("sim: no operation '" + op + "'");
@@ -98,6 +110,7 @@ SimRunOptions parse_sim_run_args(const std::vector<std::string>& args) {
     else if (a == "--chunk") o.chunk_bytes = parse_bytes(value());
     else if (a == "--tune") o.tune_file = value();
     else if (a == "--json") o.json = value();
+    else if (a == "--plot") o.plot = value();
     else throw invalid_usage("sim: unknown option '" + a + "'");
   }
   if (o.topology.empty()) throw invalid_usage("sim: --topology SPEC is required");
@@ -169,10 +182,12 @@ int sim_run_main(const std::vector<std::string>& args) {
               topology->spec().c_str(), o.ranks, o.ranks_per_host, o.bytes);
   std::printf("%-18s %12s %10s %10s %9s  %-24s %s\n", "algorithm", "time(us)", "busbw(GB/s)",
               "messages", "net(MB)", "bottleneck link (busy)", "");
+  // A plot draws the records: kept where --json says, else in a file of our own.
+  const std::string json_path = !o.json.empty() ? o.json : o.plot.empty() ? "" : sim_temp_file();
   std::ofstream json;
-  if (!o.json.empty()) {
-    json.open(o.json);
-    if (!json) throw Error(ErrorCategory::kSystem, "cannot write " + o.json);
+  if (!json_path.empty()) {
+    json.open(json_path);
+    if (!json) throw Error(ErrorCategory::kSystem, "cannot write " + json_path);
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     const SimRow& r = rows[i];
@@ -208,6 +223,19 @@ int sim_run_main(const std::vector<std::string>& args) {
       std::printf("  %s\n", rows[0].result.critical_path[i].c_str());
   } else if (!rows.empty() && !rows[fastest].model_choice) {
     std::printf("the cost model would not pick the fastest algorithm here\n");
+  }
+  if (!o.plot.empty()) {
+    json.close();
+    const std::string title = o.op + " of " + std::to_string(o.bytes) + " B, " +
+                              std::to_string(o.ranks) + " ranks on " + topology->spec();
+    try {
+      plot_sim_records(SimPlotKind::kAlgorithms, json_path, o.plot, title);
+    } catch (...) {
+      if (o.json.empty()) std::remove(json_path.c_str());
+      throw;
+    }
+    if (o.json.empty()) std::remove(json_path.c_str());
+    std::printf("plot: %s\n", o.plot.c_str());
   }
   return 0;
 }

@@ -20,7 +20,11 @@ struct SimRunOptions {
   size_t chunk_bytes = size_t{1} << 20;  // the pipelining unit, as PLAIT_CHUNK_BYTES
   std::string tune_file;
   std::string json;
+  std::string plot;  // a PNG: sim_plot.h
 };
+
+// A file for records nobody asked to keep (a plot's input): /tmp/plait-sim-XXXXXX.
+std::string sim_temp_file();
 
 struct SimRow {
   std::string algo;

@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "plait/error.h"
 #include "sim/topology_spec.h"
+#include "sim_plot.h"
 #include "sim_replay.h"
 
 namespace plait::cli {
@@ -46,15 +47,18 @@ int sim_sweep_main(const std::vector<std::string>& args) {
     else if (a == "--tune") base.tune_file = value();
     else if (a == "--chunk") base.chunk_bytes = parse_bytes(value());
     else if (a == "--json") base.json = value();
+    else if (a == "--plot") base.plot = value();
     else throw invalid_usage("sim sweep: unknown option '" + a + "'");
   }
   if (topologies.empty() || ranks.empty() || bytes.empty())
     throw invalid_usage("sim sweep needs --topology, --ranks and --bytes");
   const std::vector<std::string> names = sim_algorithms(base.op);
+  const std::string json_path =
+      !base.json.empty() ? base.json : base.plot.empty() ? "" : sim_temp_file();
   std::ofstream json;
-  if (!base.json.empty()) {
-    json.open(base.json);
-    if (!json) throw Error(ErrorCategory::kSystem, "cannot write " + base.json);
+  if (!json_path.empty()) {
+    json.open(json_path);
+    if (!json) throw Error(ErrorCategory::kSystem, "cannot write " + json_path);
   }
   std::printf("# plait sim sweep %s: busbw GB/s per algorithm, the fastest, and the cost model's "
               "choice\n", base.op.c_str());
@@ -127,6 +131,17 @@ int sim_sweep_main(const std::vector<std::string>& args) {
   }
   std::printf("# %d points, the cost model picked the fastest in %d\n", points,
               points - disagreements);
+  if (!base.plot.empty()) {
+    json.close();
+    try {
+      plot_sim_records(SimPlotKind::kSweep, json_path, base.plot, "plait sim sweep " + base.op);
+    } catch (...) {
+      if (base.json.empty()) std::remove(json_path.c_str());
+      throw;
+    }
+    if (base.json.empty()) std::remove(json_path.c_str());
+    std::printf("plot: %s\n", base.plot.c_str());
+  }
   return 0;
 }
 

@@ -1,0 +1,20 @@
+// `plait sim ... --plot FILE.png`: the JSON records a sim command wrote, drawn with matplotlib
+// by Debian's /usr/bin/python3 (python3-matplotlib, which `make` installs). The plotting script
+// travels inside the binary, so the plot needs no file of plait's beside it.
+#pragma once
+
+#include <string>
+
+namespace plait::cli {
+
+enum class SimPlotKind {
+  kSweep,      // busbw against bytes, a line per algorithm, a panel per topology and rank count
+  kAlgorithms  // one point: time per algorithm, the fastest and the cost model's pick marked
+};
+
+// Draws `json_path` (one record per line) into `png_path`. Throws Error(kSystem) naming what
+// failed (no python3, no matplotlib, the script's message).
+void plot_sim_records(SimPlotKind kind, const std::string& json_path, const std::string& png_path,
+                      const std::string& title);
+
+}  // namespace plait::cli
