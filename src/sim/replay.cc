@@ -357,6 +357,18 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
     throw invalid_usage("sim: " + std::string(coll::to_string(algorithm)) + " does not apply to " +
                         std::string(coll::to_string(args.op)) + " on " +
                         std::to_string(placement.ranks) + " ranks");
+  // Every rank's schedule is held at once (rank 0's size times the ranks): refuse what would
+  // not fit rather than run for hours or out of memory.
+  coll::CollArgs first = args;
+  first.rank = 0;
+  const double steps = static_cast<double>(info->build(first).steps.size()) * placement.ranks;
+  if (steps > kMaxReplaySteps)
+    throw invalid_usage(
+        "sim: " + std::string(coll::to_string(algorithm)) + " " +
+        std::string(coll::to_string(args.op)) + " on " + std::to_string(placement.ranks) +
+        " ranks is about " + std::to_string(static_cast<long long>(steps)) +
+        " steps; the replay takes up to " + std::to_string(static_cast<long long>(kMaxReplaySteps)) +
+        " (fewer ranks, a larger --chunk, or fewer bytes)");
   return Replay(topology, placement, args, *info, params).run();
 }
 

@@ -54,9 +54,14 @@ struct ReplayResult {
   std::vector<std::string> critical_path;
 };
 
+// The most steps (over all ranks) a replay takes on: ~1 GB of schedules and state, and
+// minutes of work. A ring allreduce on 16,384 ranks is ~0.5 billion.
+inline constexpr double kMaxReplaySteps = 20e6;
+
 // `args`: the call's shape (op, count, dtype, redop, root, chunk_count); rank, size and
 // host_of are set here for every rank. Throws kInvalidUsage for an algorithm that does not
-// exist for the op or does not apply, and for more ranks than the hosts can hold.
+// exist for the op or does not apply, for more ranks than the hosts can hold, and for a
+// replay above kMaxReplaySteps.
 ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
                     coll::Algorithm algorithm, const SimParams& params);
 

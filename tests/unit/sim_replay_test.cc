@@ -141,6 +141,16 @@ TEST(Replay, BadInputIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("need 5 hosts"), std::string::npos) << e.what();
   }
+  // Too big to hold: refused at once, with what to change.
+  auto tree = parse_topology("fattree:k=48");
+  coll::CollArgs big = allreduce_of(size_t{1} << 28);
+  big.chunk_count = 1 << 18;
+  try {
+    replay(*tree, {.ranks = 16384, .ranks_per_host = 1}, big, coll::Algorithm::kRing, SimParams{});
+    ADD_FAILURE() << "a 16384-rank ring was replayed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the replay takes up to"), std::string::npos) << e.what();
+  }
   coll::CollArgs a = allreduce_of(8);
   a.op = coll::CollOp::kAlltoall;
   EXPECT_THROW(replay(*star, {.ranks = 4, .ranks_per_host = 1}, a,

@@ -30,6 +30,7 @@ std::vector<std::string> split(const std::string& text) {
 int sim_sweep_main(const std::vector<std::string>& args) {
   if (args.empty()) throw invalid_usage("sim sweep needs an operation");
   std::vector<std::string> topologies, ranks, bytes;
+  std::string per_host = "1";  // checked with each point's options
   SimRunOptions base;
   base.op = args[0];
   for (size_t i = 1; i < args.size(); ++i) {
@@ -41,9 +42,7 @@ int sim_sweep_main(const std::vector<std::string>& args) {
     if (a == "--topology") topologies.push_back(value());
     else if (a == "--ranks") ranks = split(value());
     else if (a == "--bytes") bytes = split(value());
-    else if (a == "--ranks-per-host") base.ranks_per_host = parse_sim_run_args(
-        {base.op, "--topology", "star:hosts=2", "--ranks", "1", "--bytes", "1",
-         "--ranks-per-host", value()}).ranks_per_host;
+    else if (a == "--ranks-per-host") per_host = value();
     else if (a == "--tune") base.tune_file = value();
     else if (a == "--chunk") base.chunk_bytes = parse_bytes(value());
     else if (a == "--json") base.json = value();
@@ -67,8 +66,7 @@ int sim_sweep_main(const std::vector<std::string>& args) {
     for (const std::string& r : ranks) {
       for (const std::string& b : bytes) {
         std::vector<std::string> argv = {base.op, "--topology", topology, "--ranks", r,
-                                         "--bytes", b, "--ranks-per-host",
-                                         std::to_string(base.ranks_per_host),
+                                         "--bytes", b, "--ranks-per-host", per_host,
                                          "--chunk", std::to_string(base.chunk_bytes)};
         if (!base.tune_file.empty()) argv.insert(argv.end(), {"--tune", base.tune_file});
         const SimRunOptions o = parse_sim_run_args(argv);
@@ -120,7 +118,7 @@ int sim_sweep_main(const std::vector<std::string>& args) {
                           "\"ranks_per_host\": %d, \"bytes\": %zu, \"time_us\": %.6g, "
                           "\"busbw_GBps\": %.6g, \"fastest\": %s, \"cost_model_choice\": %s}\n",
                           base.op.c_str(), row.algo.c_str(), topology.c_str(), r.c_str(),
-                          base.ranks_per_host, row.bytes, row.result.time_s * 1e6, row.busbw_gbps,
+                          o.ranks_per_host, row.bytes, row.result.time_s * 1e6, row.busbw_gbps,
                           &row == &rows[fastest] ? "true" : "false",
                           row.model_choice ? "true" : "false");
             json << line;
