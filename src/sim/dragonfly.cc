@@ -21,14 +21,6 @@
 namespace plait::sim {
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 class Dragonfly final : public Topology {
  public:
   Dragonfly(int a, int p, int h, DragonflyArrangement arrangement, DragonflyRouting routing,
@@ -61,7 +53,7 @@ class Dragonfly final : public Topology {
     if (routing_ == DragonflyRouting::kValiant && sr / a_ != dr / a_) {
       // An intermediate group other than the source's and the destination's.
       const int sg = sr / a_, dg = dr / a_;
-      int mid = static_cast<int>(mix(mix(flow) ^ (static_cast<uint64_t>(src) << 32) ^ dst) %
+      int mid = static_cast<int>(flow_hash(flow_hash(flow) ^ (static_cast<uint64_t>(src) << 32) ^ dst) %
                                  static_cast<uint64_t>(g_ - 2));
       for (int skip : {std::min(sg, dg), std::max(sg, dg)})
         if (mid >= skip) ++mid;

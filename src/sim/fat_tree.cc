@@ -14,14 +14,6 @@
 namespace plait::sim {
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer: a flow's ECMP hash
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 class FatTree final : public Topology {
  public:
   FatTree(int k, double oversub, Ecmp ecmp, LinkSpec link)
@@ -95,8 +87,8 @@ class FatTree final : public Topology {
   int agg(int pod, int a) const { return hosts() + k_ * half_ + pod * half_ + a; }
   int core(int c) const { return hosts() + 2 * k_ * half_ + c; }
   uint64_t hash(int src, int dst, uint64_t flow) const {
-    return mix((static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^
-               mix(flow));
+    return flow_hash((static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^
+               flow_hash(flow));
   }
 
   int k_, half_;

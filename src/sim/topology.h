@@ -102,6 +102,16 @@ class Topology {
   std::vector<std::vector<int>> out_;
 };
 
+// A well-mixed 64-bit hash (splitmix64's finalizer): which of the equal-cost paths (ECMP) or
+// which intermediate group (Valiant) a flow takes.
+inline uint64_t flow_hash(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 // ECMP choice: per flow, one hashed path; per packet, the flow sprayed over every path.
 enum class Ecmp : uint8_t { kPerFlow, kPerPacket };
 // Dragonfly routing: minimal (local, global, local) or Valiant (minimal to a random

@@ -73,8 +73,15 @@ fig.savefig(png, dpi=110)
 
 }  // namespace
 
-void plot_sim_records(SimPlotKind kind, const std::string& json_path, const std::string& png_path,
-                      const std::string& title) {
+void plot_sim_records(SimPlotKind kind, const std::string& json_path, bool temporary,
+                      const std::string& png_path, const std::string& title) {
+  struct Cleanup {
+    const std::string& path;
+    bool remove;
+    ~Cleanup() {
+      if (remove) std::remove(path.c_str());
+    }
+  } cleanup{json_path, temporary};
   // The script on stdin; arguments are passed as argv, never through a shell's parsing.
   auto quote = [](const std::string& s) {
     std::string out = "'";

@@ -12,9 +12,10 @@ enum class SimPlotKind {
   kAlgorithms  // one point: time per algorithm, the fastest and the cost model's pick marked
 };
 
-// Draws `json_path` (one record per line) into `png_path`. Throws Error(kSystem) naming what
-// failed (no python3, no matplotlib, the script's message).
-void plot_sim_records(SimPlotKind kind, const std::string& json_path, const std::string& png_path,
-                      const std::string& title);
+// Draws `json_path` (one record per line) into `png_path`, then removes `json_path` when it is
+// `temporary` (whether drawing worked or not). Throws Error(kSystem) naming what failed (no
+// python3, no matplotlib, the script's message).
+void plot_sim_records(SimPlotKind kind, const std::string& json_path, bool temporary,
+                      const std::string& png_path, const std::string& title);
 
 }  // namespace plait::cli

@@ -228,13 +228,7 @@ int sim_run_main(const std::vector<std::string>& args) {
     json.close();
     const std::string title = o.op + " of " + std::to_string(o.bytes) + " B, " +
                               std::to_string(o.ranks) + " ranks on " + topology->spec();
-    try {
-      plot_sim_records(SimPlotKind::kAlgorithms, json_path, o.plot, title);
-    } catch (...) {
-      if (o.json.empty()) std::remove(json_path.c_str());
-      throw;
-    }
-    if (o.json.empty()) std::remove(json_path.c_str());
+    plot_sim_records(SimPlotKind::kAlgorithms, json_path, o.json.empty(), o.plot, title);
     std::printf("plot: %s\n", o.plot.c_str());
   }
   return 0;

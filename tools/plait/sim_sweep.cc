@@ -131,13 +131,8 @@ int sim_sweep_main(const std::vector<std::string>& args) {
               points - disagreements);
   if (!base.plot.empty()) {
     json.close();
-    try {
-      plot_sim_records(SimPlotKind::kSweep, json_path, base.plot, "plait sim sweep " + base.op);
-    } catch (...) {
-      if (base.json.empty()) std::remove(json_path.c_str());
-      throw;
-    }
-    if (base.json.empty()) std::remove(json_path.c_str());
+    plot_sim_records(SimPlotKind::kSweep, json_path, base.json.empty(), base.plot,
+                     "plait sim sweep " + base.op);
     std::printf("plot: %s\n", base.plot.c_str());
   }
   return 0;
