@@ -1,6 +1,7 @@
 #include "sim/replay.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <queue>
 #include <unordered_map>
@@ -8,6 +9,7 @@
 #include "coll/algorithms.h"
 #include "plait/error.h"
 #include "sim/flow_network.h"
+#include "sim/symmetric_replay.h"
 
 namespace plait::sim {
 namespace {
@@ -114,25 +116,27 @@ class Replay {
   // The k-th send from a to b pairs with the k-th receive at b from a (the schedule's
   // matching contract).
   void match_messages() {
+    // By ordered pair (a << 32 | b): a's sends to b in step order, and how many are paired.
+    // Only the pairs that talk (a table of all pairs of 16,384 ranks would not fit).
     const int n = placement_.ranks;
-    std::vector<std::vector<std::vector<StepId>>> sends(n, std::vector<std::vector<StepId>>(n));
+    auto pair_of = [](int a, int b) { return static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b); };
+    std::unordered_map<uint64_t, std::pair<std::vector<StepId>, size_t>> sends;
     for (int a = 0; a < n; ++a)
       for (StepId i = 0; i < schedules_[a].steps.size(); ++i)
         if (schedules_[a].steps[i].kind == StepKind::kSend)
-          sends[a][schedules_[a].steps[i].peer].push_back(i);
-    std::vector<std::vector<size_t>> taken(n, std::vector<size_t>(n, 0));
+          sends[pair_of(a, schedules_[a].steps[i].peer)].first.push_back(i);
     for (int b = 0; b < n; ++b)
       for (StepId j = 0; j < schedules_[b].steps.size(); ++j) {
         const Step& s = schedules_[b].steps[j];
         if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
         const int a = s.peer;
-        size_t& k = taken[a][b];
-        if (k >= sends[a][b].size())
+        auto& [to_b, k] = sends[pair_of(a, b)];
+        if (k >= to_b.size())
           throw invalid_usage("sim: " + schedules_[b].algorithm + ": rank " + std::to_string(b) +
                               " receives more messages from rank " + std::to_string(a) +
                               " than it sends (a builder bug)");
         Message m;
-        m.send = {a, sends[a][b][k++]};
+        m.send = {a, to_b[k++]};
         m.recv = {b, j};
         const Step& send = schedules_[a].steps[m.send.step];
         m.bytes = static_cast<double>(send.src.count * elem_);
@@ -292,11 +296,7 @@ class Replay {
     out.network_bytes = network_bytes_;
     const std::vector<double>& carried = network_.link_bytes();
     out.link_bytes.assign(carried.begin(), carried.begin() + topology_.links().size());
-    for (size_t l = 0; l < out.link_bytes.size(); ++l) {
-      if (out.time_s <= 0 || out.link_bytes[l] <= 0) continue;
-      const double busy = out.link_bytes[l] / (topology_.links()[l].bytes_per_s * out.time_s);
-      if (busy > out.bottleneck_busy) out.bottleneck_busy = busy, out.bottleneck_link = static_cast<int>(l);
-    }
+    find_bottleneck(topology_, &out);
     for (StepRef r = end_.first; r.rank >= 0 && out.critical_path.size() < 64;) {
       const Step& st = step(r);
       std::string line = "rank " + std::to_string(r.rank) + " step " + std::to_string(r.step) +
@@ -335,8 +335,18 @@ class Replay {
 
 }  // namespace
 
+void find_bottleneck(const Topology& topology, ReplayResult* r) {
+  r->bottleneck_link = -1;
+  r->bottleneck_busy = 0;
+  for (size_t l = 0; l < r->link_bytes.size(); ++l) {
+    if (r->time_s <= 0 || r->link_bytes[l] <= 0) continue;
+    const double busy = r->link_bytes[l] / (topology.links()[l].bytes_per_s * r->time_s);
+    if (busy > r->bottleneck_busy) r->bottleneck_busy = busy, r->bottleneck_link = static_cast<int>(l);
+  }
+}
+
 ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
-                    coll::Algorithm algorithm, const SimParams& params) {
+                    coll::Algorithm algorithm, const SimParams& params, ReplayMode mode) {
   if (placement.ranks < 1 || placement.ranks_per_host < 1)
     throw invalid_usage("sim: ranks and ranks per host are at least 1");
   const int hosts_needed = (placement.ranks + placement.ranks_per_host - 1) / placement.ranks_per_host;
@@ -362,13 +372,26 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
   coll::CollArgs first = args;
   first.rank = 0;
   const double steps = static_cast<double>(info->build(first).steps.size()) * placement.ranks;
-  if (steps > kMaxReplaySteps)
+  const bool fits = steps <= kMaxReplaySteps;
+  // Above kMaxFullReplayRanks the full replay of an algorithm whose ranks all send at once
+  // (ring, halving-doubling, recursive doubling) re-solves ~p flows at ~p events per round:
+  // hours at 16,384 ranks. Those are the symmetric ones; trees stay cheap in full.
+  if (mode == ReplayMode::kAuto)
+    if (std::optional<SymmetricReplay> s = replay_symmetric(topology, placement, args, *info, params);
+        s && (s->exact || !fits || placement.ranks > kMaxFullReplayRanks)) {
+      s->result.method = "symmetric (" + s->relabelling + (s->exact ? ")" : ", slowest copy)");
+      return std::move(s->result);
+    }
+  if (!fits) {
     throw invalid_usage(
         "sim: " + std::string(coll::to_string(algorithm)) + " " +
         std::string(coll::to_string(args.op)) + " on " + std::to_string(placement.ranks) +
         " ranks is about " + std::to_string(static_cast<long long>(steps)) +
-        " steps; the replay takes up to " + std::to_string(static_cast<long long>(kMaxReplaySteps)) +
-        " (fewer ranks, a larger --chunk, or fewer bytes)");
+        " steps; the full replay takes up to " +
+        std::to_string(static_cast<long long>(kMaxReplaySteps)) +
+        ", and this call is not symmetric enough to replay through one rank (fewer ranks, a "
+        "larger --chunk, or fewer bytes)");
+  }
   return Replay(topology, placement, args, *info, params).run();
 }
 

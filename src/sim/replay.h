@@ -52,17 +52,35 @@ struct ReplayResult {
   double bottleneck_busy = 0;    // its busy share, 0..1
   // The chain of steps that set the time, last first: "rank 3 step 12 recv_reduce from 2".
   std::vector<std::string> critical_path;
+  // "full" (every rank's steps), or "symmetric (shift|xor)" for a replay through rank 0
+  // (symmetric_replay.h), "symmetric (..., slowest copy)" where copies' rates differed.
+  std::string method = "full";
 };
 
-// The most steps (over all ranks) a replay takes on: ~1 GB of schedules and state, and
-// minutes of work. A ring allreduce on 16,384 ranks is ~0.5 billion.
+// Fills result->bottleneck_link and bottleneck_busy from its link_bytes and time_s.
+void find_bottleneck(const Topology& topology, ReplayResult* result);
+
+// The most steps (over all ranks) a full replay takes on: ~1 GB of schedules and state, and
+// minutes of work (a ring allreduce on 16,384 ranks is ~0.5 billion).
 inline constexpr double kMaxReplaySteps = 20e6;
+// Above this many ranks a symmetric call is replayed through rank 0 even where its copies'
+// rates differ (replay()).
+inline constexpr int kMaxFullReplayRanks = 4096;
+
+enum class ReplayMode : uint8_t {
+  kAuto,  // through rank 0 where that is exact (or the only way), else every rank
+  kFull,  // every rank's steps (the reference the symmetric replay is checked against)
+};
 
 // `args`: the call's shape (op, count, dtype, redop, root, chunk_count); rank, size and
-// host_of are set here for every rank. Throws kInvalidUsage for an algorithm that does not
-// exist for the op or does not apply, for more ranks than the hosts can hold, and for a
-// replay above kMaxReplaySteps.
+// host_of are set here for every rank. A symmetric call (ring, halving-doubling, recursive
+// doubling; one rank per host) is replayed through rank 0 (symmetric_replay.h) where that is
+// exact, or where the full replay would exceed its limits (then with the slowest copy's
+// rates; ReplayResult::method says which). Throws kInvalidUsage for an algorithm that does not
+// exist for the op or does not apply, for more ranks than the hosts can hold, and for a call
+// beyond the full replay's limits that is not symmetric.
 ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
-                    coll::Algorithm algorithm, const SimParams& params);
+                    coll::Algorithm algorithm, const SimParams& params,
+                    ReplayMode mode = ReplayMode::kAuto);
 
 }  // namespace plait::sim

@@ -2,10 +2,12 @@
 // networks where the answer is known.
 #include <gtest/gtest.h>
 
+#include "coll/algorithms.h"
 #include "coll/schedule.h"
 #include "plait/error.h"
 #include "sim/flow_network.h"
 #include "sim/replay.h"
+#include "sim/symmetric_replay.h"
 #include "sim/topology_spec.h"
 
 namespace plait::sim {
@@ -141,15 +143,17 @@ TEST(Replay, BadInputIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("need 5 hosts"), std::string::npos) << e.what();
   }
-  // Too big to hold: refused at once, with what to change.
+  // Too big to hold and not symmetric: refused at once, with what to change.
   auto tree = parse_topology("fattree:k=48");
   coll::CollArgs big = allreduce_of(size_t{1} << 28);
   big.chunk_count = 1 << 18;
   try {
-    replay(*tree, {.ranks = 16384, .ranks_per_host = 1}, big, coll::Algorithm::kRing, SimParams{});
-    ADD_FAILURE() << "a 16384-rank ring was replayed";
+    replay(*tree, {.ranks = 16384, .ranks_per_host = 1}, big, coll::Algorithm::kBinomialTree,
+           SimParams{});
+    ADD_FAILURE() << "a 16384-rank tree (not symmetric) was replayed";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the replay takes up to"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the full replay takes up to"), std::string::npos)
+        << e.what();
   }
   coll::CollArgs a = allreduce_of(8);
   a.op = coll::CollOp::kAlltoall;
@@ -199,6 +203,96 @@ TEST(Replay, AllreduceAlgorithmsHaveTheNotesStepsAndVolumes) {
     EXPECT_DOUBLE_EQ(most, s.bytes_per_rank) << name;
     EXPECT_DOUBLE_EQ(total, s.total_bytes) << name;
   }
+}
+
+}  // namespace
+}  // namespace plait::sim
+
+namespace plait::sim {
+namespace {
+
+// Through rank 0, a symmetric call takes exactly the time the full replay takes where every
+// copy of a message gets the same rate.
+TEST(SymmetricReplay, MatchesTheFullReplayWhereCopiesAreAlike) {
+  struct Point {
+    const char* topology;
+    int ranks;
+    coll::Algorithm algo;
+    size_t chunk;
+    const char* relabelling;
+  };
+  for (const Point& pt : std::vector<Point>{
+           {"ring:hosts=8,latency=20us", 8, coll::Algorithm::kRing, 0, "shift"},
+           {"ring:hosts=12", 12, coll::Algorithm::kRing, 1 << 14, "shift"},
+           {"star:hosts=8", 8, coll::Algorithm::kHalvingDoubling, 0, "xor"},
+           {"star:hosts=16", 16, coll::Algorithm::kRecursiveDoubling, 1 << 15, "xor"},
+           {"star:hosts=10", 10, coll::Algorithm::kRing, 1 << 16, "shift"},
+           {"fattree:k=4,ecmp=packet", 16, coll::Algorithm::kHalvingDoubling, 0, "xor"},
+       }) {
+    auto t = parse_topology(pt.topology);
+    // Blocks of equal size: with a remainder, the first ranks' blocks are larger and the
+    // ranks' schedules differ (not symmetric, and refused as such).
+    coll::CollArgs a = allreduce_of(static_cast<size_t>(pt.ranks) << 14);
+    a.chunk_count = pt.chunk;
+    const Placement place{.ranks = pt.ranks, .ranks_per_host = 1};
+    const ReplayResult full = replay(*t, place, a, pt.algo, SimParams{}, ReplayMode::kFull);
+    a.size = pt.ranks;
+    for (int r = 0; r < pt.ranks; ++r) a.host_of.push_back(r);
+    const auto sym =
+        replay_symmetric(*t, place, a, *coll::find_algorithm(a.op, pt.algo), SimParams{});
+    const std::string what = std::string(pt.topology) + " " + coll::to_string(pt.algo).data();
+    ASSERT_TRUE(sym.has_value()) << what;
+    EXPECT_TRUE(sym->exact) << what;
+    EXPECT_EQ(sym->relabelling, pt.relabelling) << what;
+    EXPECT_NEAR(sym->result.time_s, full.time_s, full.time_s * 1e-9) << what;
+    EXPECT_EQ(sym->result.messages, full.messages) << what;
+    EXPECT_EQ(sym->result.rounds, full.rounds) << what;
+    EXPECT_NEAR(sym->result.bottleneck_busy, full.bottleneck_busy, 1e-6) << what;
+  }
+}
+
+// Where copies differ (a ring's neighbours on different edge switches of a fat tree have
+// longer paths), rank 0 stands for the slowest: an upper bound, said to be inexact.
+TEST(SymmetricReplay, SaysWhenCopiesDifferAndBoundsTheFullReplay) {
+  auto t = parse_topology("fattree:k=4,ecmp=packet,latency=10us");
+  coll::CollArgs a = allreduce_of(16 << 14);
+  const Placement place{.ranks = 16, .ranks_per_host = 1};
+  const ReplayResult full =
+      replay(*t, place, a, coll::Algorithm::kRing, SimParams{}, ReplayMode::kFull);
+  a.size = 16;
+  for (int r = 0; r < 16; ++r) a.host_of.push_back(r);
+  const auto sym = replay_symmetric(*t, place, a,
+                                    *coll::find_algorithm(a.op, coll::Algorithm::kRing), SimParams{});
+  ASSERT_TRUE(sym.has_value());
+  EXPECT_FALSE(sym->exact);
+  EXPECT_GE(sym->result.time_s, full.time_s);
+  EXPECT_LT(sym->result.time_s, full.time_s * 1.05);
+}
+
+TEST(SymmetricReplay, TreesAndSharedHostsAreNotSymmetric) {
+  auto star = parse_topology("star:hosts=8");
+  coll::CollArgs a = allreduce_of(1 << 16);
+  a.size = 8;
+  const auto* tree = coll::find_algorithm(a.op, coll::Algorithm::kBinomialTree);
+  EXPECT_FALSE(replay_symmetric(*star, {.ranks = 8, .ranks_per_host = 1}, a, *tree, SimParams{}));
+  const auto* ring = coll::find_algorithm(a.op, coll::Algorithm::kRing);
+  EXPECT_FALSE(replay_symmetric(*star, {.ranks = 8, .ranks_per_host = 2}, a, *ring, SimParams{}));
+}
+
+// 16,384 ranks: far above what every rank's schedule can hold (2 x 16,383 steps each), through
+// rank 0 in a second: the ring on one switch takes 2(p-1)(alpha + 2 hops + n/(p beta)), plus
+// the reductions.
+TEST(SymmetricReplay, SixteenThousandRanksOnOneSwitch) {
+  const int p = 16384;
+  auto star = parse_topology("star:hosts=16384");
+  const ReplayResult r = replay(*star, {.ranks = p, .ranks_per_host = 1},
+                                allreduce_of(size_t{1} << 24), coll::Algorithm::kRing, SimParams{});
+  EXPECT_EQ(r.method, "symmetric (shift)");
+  EXPECT_EQ(r.messages, static_cast<size_t>(2) * (p - 1) * p);
+  const double n = 64.0 * (1 << 20);
+  const double expect = 2.0 * (p - 1) * (5e-6 + 2e-6 + n / p / 1.25e8);
+  EXPECT_GT(r.time_s, expect);
+  EXPECT_LT(r.time_s, expect * 1.05);
 }
 
 }  // namespace

@@ -161,7 +161,17 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
     if (o.algo == "all" && info && info->applies && !info->applies(probe)) continue;
     SimRow row;
     row.algo = std::string(coll::to_string(a));
-    row.result = sim::replay(*topology, placement, args, a, params);
+    if (o.algo == "all") {
+      try {
+        row.result = sim::replay(*topology, placement, args, a, params);
+      } catch (const Error& e) {  // the others may still be replayed at this scale
+        row.skipped = e.message();
+        rows.push_back(std::move(row));
+        continue;
+      }
+    } else {
+      row.result = sim::replay(*topology, placement, args, a, params);
+    }
     row.bytes = bytes_for_count(spec, args.count, o.ranks, args.dtype);
     const double algbw = row.result.time_s > 0 ? row.bytes / row.result.time_s / 1e9 : 0;
     row.busbw_gbps = algbw * spec.busbw_factor(o.ranks);
@@ -173,8 +183,12 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
 
 int sim_run_main(const std::vector<std::string>& args) {
   const SimRunOptions o = parse_sim_run_args(args);
-  const std::vector<SimRow> rows = simulate(o);
+  std::vector<SimRow> rows = simulate(o);
   const auto topology = sim::parse_topology(o.topology);
+  for (const SimRow& r : rows)
+    if (!r.skipped.empty()) std::printf("# %s not replayed: %s\n", r.algo.c_str(), r.skipped.c_str());
+  std::erase_if(rows, [](const SimRow& r) { return !r.skipped.empty(); });
+  if (rows.empty()) throw invalid_usage("sim: no algorithm of " + o.op + " could be replayed here");
   size_t fastest = 0;
   for (size_t i = 1; i < rows.size(); ++i)
     if (rows[i].result.time_s < rows[fastest].result.time_s) fastest = i;
@@ -200,7 +214,8 @@ int sim_run_main(const std::vector<std::string>& args) {
     }
     std::string marks;
     if (i == fastest && rows.size() > 1) marks += "fastest ";
-    if (r.model_choice) marks += "cost-model";
+    if (r.model_choice) marks += "cost-model ";
+    if (r.result.method != "full") marks += "[" + r.result.method + "]";
     std::printf("%-18s %12.1f %10.3f %10zu %9.1f  %-24s %s\n", r.algo.c_str(), r.result.time_s * 1e6,
                 r.busbw_gbps, r.result.messages, r.result.network_bytes / 1e6, link.c_str(),
                 marks.c_str());
@@ -209,11 +224,12 @@ int sim_run_main(const std::vector<std::string>& args) {
       std::snprintf(line, sizeof line,
                     "{\"op\": \"%s\", \"algo\": \"%s\", \"ranks\": %d, \"ranks_per_host\": %d, "
                     "\"bytes\": %zu, \"time_us\": %.6g, \"busbw_GBps\": %.6g, \"topology\": \"%s\", "
-                    "\"bottleneck_link\": %d, \"bottleneck_busy\": %.4g, \"cost_model_choice\": %s}\n",
+                    "\"bottleneck_link\": %d, \"bottleneck_busy\": %.4g, \"cost_model_choice\": %s, "
+                    "\"method\": \"%s\"}\n",
                     o.op.c_str(), r.algo.c_str(), o.ranks, o.ranks_per_host, r.bytes,
                     r.result.time_s * 1e6, r.busbw_gbps, topology->spec().c_str(),
                     r.result.bottleneck_link, r.result.bottleneck_busy,
-                    r.model_choice ? "true" : "false");
+                    r.model_choice ? "true" : "false", r.result.method.c_str());
       json << line;
     }
   }

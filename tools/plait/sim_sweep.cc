@@ -78,6 +78,7 @@ int sim_sweep_main(const std::vector<std::string>& args) {
                       e.message().c_str());
           continue;
         }
+        std::erase_if(rows, [](const SimRow& row) { return !row.skipped.empty(); });
         if (rows.empty()) continue;
         if (points == 0) {
           std::printf("%-36s %6s %10s", "topology", "ranks", "bytes");
