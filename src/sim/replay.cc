@@ -200,9 +200,8 @@ class Replay {
       case StepKind::kRecvReduce:
         return maybe_finish_recv(r);
       case StepKind::kCopy:
-        return compute(r, t, st.src.count * elem_ / params_.copy_bytes_per_s);
       case StepKind::kReduce:
-        return compute(r, t, st.src.count * elem_ / params_.gamma_bytes_per_s);
+        return compute(r, t, core_seconds(st, elem_, params_));
     }
   }
 
@@ -263,7 +262,7 @@ class Replay {
       push(at, EventKind::kDone, r);
       return;
     }
-    compute(r, at, m.bytes / params_.gamma_bytes_per_s);
+    compute(r, at, core_seconds(step(r), elem_, params_));
   }
 
   void step_done(StepRef r, double t) {
@@ -334,6 +333,18 @@ class Replay {
 };
 
 }  // namespace
+
+double core_seconds(const coll::Step& step, size_t elem_bytes, const SimParams& params) {
+  switch (step.kind) {
+    case StepKind::kCopy:
+      return step.src.count * elem_bytes / params.copy_bytes_per_s;
+    case StepKind::kReduce:
+    case StepKind::kRecvReduce:  // the staging slice (src) holds what came in
+      return step.src.count * elem_bytes / params.gamma_bytes_per_s;
+    default:
+      return 0;
+  }
+}
 
 void find_bottleneck(const Topology& topology, ReplayResult* r) {
   r->bottleneck_link = -1;

@@ -28,6 +28,11 @@ struct SimParams {
   double copy_bytes_per_s = 5e9;    // a local copy
 };
 
+// Seconds a step takes on its rank's core: a copy at copy_bytes_per_s, a reduction (and the
+// reduction after a receive) at gamma_bytes_per_s; 0 for sends and plain receives. Both
+// replays time local work with it.
+double core_seconds(const coll::Step& step, size_t elem_bytes, const SimParams& params);
+
 // Ranks on hosts: rank r on host r / ranks_per_host (block placement, as a launcher fills
 // hosts); ranks must fit: ranks <= hosts * ranks_per_host.
 struct Placement {

@@ -150,9 +150,8 @@ class Symmetric {
       case StepKind::kRecvReduce:
         return maybe_receive(i);
       case StepKind::kCopy:
-        return compute(i, now_, st.src.count * elem_ / params_.copy_bytes_per_s);
       case StepKind::kReduce:
-        return compute(i, now_, st.src.count * elem_ / params_.gamma_bytes_per_s);
+        return compute(i, now_, core_seconds(st, elem_, params_));
     }
   }
 
@@ -174,7 +173,7 @@ class Symmetric {
     if (s.arrival > at) at = s.arrival, s.cause = sender_step(s.message);
     s.rounds = std::max(s.rounds, states_[sender_step(s.message)].rounds + 1);
     if (s_.steps[j].kind == StepKind::kRecv) push_done(j, at);
-    else compute(j, at, messages_[s.message].bytes / params_.gamma_bytes_per_s);
+    else compute(j, at, core_seconds(s_.steps[j], elem_, params_));
   }
 
   StepId sender_step(int message) const { return send_step_[message]; }
