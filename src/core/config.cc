@@ -307,6 +307,13 @@ std::vector<SettingRow> make_rows() {
          c.tcp_stripe_bytes = parse_bytes_setting(n, v, 1);
        },
        [](const Config& c, const std::string&) { return format_bytes(c.tcp_stripe_bytes); }},
+      {{"PLAIT_TCP_NOTSENT_LOWAT", "bytes", "128K",
+        "Unsent bytes the kernel holds per TCP socket before plait's queue takes over (replies "
+        "overtake queued data only there); 0 = the kernel's default"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.tcp_notsent_lowat = parse_bytes_setting(n, v, 0);
+       },
+       [](const Config& c, const std::string&) { return format_bytes(c.tcp_notsent_lowat); }},
       {{"PLAIT_TCP_IFNAME", "string", "",
         "Interface name or local address the TCP provider binds to; empty = automatic"},
        [](Config& c, const std::string&, const std::string& v) { c.tcp_interface = trim(v); },

@@ -36,6 +36,9 @@ struct Config {
   std::string log_level = "warn";                     // PLAIT_LOG: error|warn|info|debug
   int tcp_streams = 2;                                // PLAIT_TCP_STREAMS: sockets per peer
   size_t tcp_stripe_bytes = 256 * 1024;               // PLAIT_TCP_STRIPE: striping unit
+  // PLAIT_TCP_NOTSENT_LOWAT: unsent bytes a tcp socket holds (TCP_NOTSENT_LOWAT); 0 = the
+  // kernel's default (as much as the send buffer takes)
+  size_t tcp_notsent_lowat = 128 * 1024;
   std::string tcp_interface;                          // PLAIT_TCP_IFNAME / address to bind
   bool tcp_integrity = false;  // PLAIT_TCP_INTEGRITY: every tcp frame authenticated
   std::string ucx_tls;         // PLAIT_UCX_TLS: UCX transports (UCX_TLS syntax); empty = UCX's

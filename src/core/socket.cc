@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fcntl.h>
 #include <thread>
@@ -212,6 +214,11 @@ void set_nodelay(int fd) {
 void set_nonblocking(int fd, bool on) {
   int flags = ::fcntl(fd, F_GETFL, 0);
   ::fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+void set_notsent_lowat(int fd, size_t bytes) {
+  const int value = static_cast<int>(std::min<size_t>(bytes, INT_MAX));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, sizeof value);
 }
 
 void set_buffer_sizes(int fd, int bytes) {

@@ -60,6 +60,9 @@ std::string peer_address(int fd);
 void set_nodelay(int fd);
 void set_nonblocking(int fd, bool on = true);
 void set_buffer_sizes(int fd, int bytes);
+// TCP_NOTSENT_LOWAT: the socket reports writable, and takes more, only while fewer than
+// `bytes` of what was written are still unsent.
+void set_notsent_lowat(int fd, size_t bytes);
 
 // An address of this host that peers can connect to: PLAIT_TCP_IFNAME's (interface name or
 // literal address) if set, else the address used to reach `toward_host` (e.g. the store's

@@ -28,6 +28,11 @@ class RingQueue {
     ++size_;
   }
   void push_back(const T& value) { push_back(T(value)); }
+  // Puts `value` before the i-th element (i <= size()), moving the ones behind it back.
+  void insert(size_t i, T&& value) {
+    push_back(std::move(value));
+    for (size_t j = size_ - 1; j > i; --j) std::swap((*this)[j], (*this)[j - 1]);
+  }
   // Resets the slot so that what the element owns is released now, not when it is reused.
   void pop_front() {
     slots_[head_] = T();

@@ -62,7 +62,7 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
   }
   for (const char* base :
        {"PLAIT_TIMEOUT", "PLAIT_CONNECT_TIMEOUT", "PLAIT_TRANSPORT", "PLAIT_LOG",
-        "PLAIT_TCP_STREAMS", "PLAIT_TCP_STRIPE", "PLAIT_TCP_IFNAME", "PLAIT_EAGER_THRESHOLD",
+        "PLAIT_TCP_STREAMS", "PLAIT_TCP_STRIPE", "PLAIT_TCP_NOTSENT_LOWAT", "PLAIT_TCP_IFNAME", "PLAIT_EAGER_THRESHOLD",
         "PLAIT_CHUNK_BYTES", "PLAIT_WAIT", "PLAIT_SPIN_US", "PLAIT_PS_ROOTS",
         "PLAIT_RUN_GRACE_S", "PLAIT_HOST_ID", "PLAIT_SHM_CMA", "PLAIT_TUNE_FILE",
         "PLAIT_MAX_UNEXPECTED", "PLAIT_MAX_UNEXPECTED_MSGS", "PLAIT_STORE_MAX_HANDSHAKES",
@@ -72,7 +72,7 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_UCX_TLS"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 45u);
+  EXPECT_EQ(settings().size(), 46u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {

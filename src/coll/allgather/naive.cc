@@ -10,9 +10,8 @@ Schedule build_allgatherv_naive(const CollArgs& args) {
   const std::vector<Range> blocks = rank_blocks(args);
   const Range mine = blocks[static_cast<size_t>(args.rank)];
   const Slice own = in_slice({0, mine.count});
-  for (int p = 0; p < args.size; ++p) {
-    if (p != args.rank && own.count) b.send(p, own);
-  }
+  // Each rank starts with its right-hand neighbour: no rank is everyone's first target.
+  for (int k = 1; k < args.size && own.count; ++k) b.send((args.rank + k) % args.size, own);
   for (int p = 0; p < args.size; ++p) {
     const Range r = blocks[static_cast<size_t>(p)];
     if (p != args.rank && r.count) b.recv(p, out_slice(r));

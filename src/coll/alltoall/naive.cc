@@ -11,8 +11,10 @@ Schedule build_alltoallv_naive(const CollArgs& args) {
   const std::vector<Range> to = send_blocks(args);
   const std::vector<Range> from = rank_blocks(args);
   const int r = args.rank;
-  for (int p = 0; p < args.size; ++p) {
-    if (p != r && to[static_cast<size_t>(p)].count) b.send(p, in_slice(to[static_cast<size_t>(p)]));
+  // Each rank starts with its right-hand neighbour: no rank is everyone's first target.
+  for (int k = 1; k < args.size; ++k) {
+    const int p = (r + k) % args.size;
+    if (to[static_cast<size_t>(p)].count) b.send(p, in_slice(to[static_cast<size_t>(p)]));
   }
   std::vector<std::pair<Slice, Slice>> moves;  // in place: (landing slot, destination)
   for (int p = 0; p < args.size; ++p) {

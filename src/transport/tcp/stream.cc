@@ -70,6 +70,16 @@ int Stream::submit(Frame frame, FinishedOps* finished) {
   std::lock_guard lock(mu_);
   // Closed on purpose (peer failed or said goodbye): the frame's op fails with the peer.
   if (!sending_) return 0;
+  if (!queue_.empty() && is_urgent_reply(frame.header.type)) {
+    // Behind what has started or is tagged (its bytes and tag counters are fixed) and behind
+    // the replies queued before it; ahead of everything else.
+    size_t at = 0;
+    while (at < queue_.size() &&
+           (queue_[at].sent > 0 || queue_[at].tagged || is_urgent_reply(queue_[at].header.type)))
+      ++at;
+    queue_.insert(at, std::move(frame));
+    return 0;  // a write is pending on EPOLLOUT
+  }
   queue_.push_back(std::move(frame));
   // A non-empty queue means a write is already pending on EPOLLOUT; keep the order.
   if (queue_.size() > 1) return 0;

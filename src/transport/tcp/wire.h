@@ -71,6 +71,16 @@ enum class MessageType : uint8_t {
   kStreamLost,
 };
 
+// Replies that a peer's transfer waits on and that no other frame's order depends on: they
+// go out before the data frames queued on their stream (not before one already started).
+// Behind megabytes of striped data, a clear-to-send held the peer's own transfer back until
+// ours had drained: both directions of an exchange took turns instead of running at once.
+constexpr bool is_urgent_reply(MessageType t) {
+  return t == MessageType::kCts || t == MessageType::kDataAck ||
+         t == MessageType::kWriteAck || t == MessageType::kAtomicResp ||
+         t == MessageType::kKeepAlive;
+}
+
 enum Flags : uint8_t {
   kFlagImm = 1u << 0,
   kFlagDenied = 1u << 1,
