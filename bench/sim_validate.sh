@@ -129,6 +129,7 @@ for hosts in $HOSTS_LIST; do
     done
   done
 done
-awk -F'|' '{ e = $10; gsub(/[ %+]/, "", e); e = e < 0 ? -e : e; n++; if (e < 15) a++; if (e < 30) b++ }
+# e + 0: after gsub the field is a string, and a string compares with 15 as text ("3.6" > "15").
+awk -F'|' '{ e = $10; gsub(/[ %+]/, "", e); e = e + 0; e = e < 0 ? -e : e; n++; if (e < 15) a++; if (e < 30) b++ }
   END { if (n) printf "\n%d points: %d (%.0f %%) within 15 %%, %d (%.0f %%) within 30 %%\n",
                       n, a, 100 * a / n, b, 100 * b / n }' "$OUT/rows"

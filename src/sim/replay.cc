@@ -356,6 +356,34 @@ void find_bottleneck(const Topology& topology, ReplayResult* r) {
   }
 }
 
+namespace {
+
+struct ScheduleSize {
+  double steps = 0;  // over all ranks
+  double sends = 0;
+};
+
+// Steps and sends of all ranks' schedules, from up to 64 ranks spread evenly (exact when
+// every rank is sampled, or when the ranks' schedules are alike).
+ScheduleSize sample_schedule_size(const coll::CollArgs& args, const coll::AlgorithmInfo& info,
+                                  int ranks) {
+  const int samples = std::min(ranks, 64);
+  ScheduleSize size;
+  for (int i = 0; i < samples; ++i) {
+    coll::CollArgs one = args;
+    one.rank = static_cast<int>(static_cast<int64_t>(i) * ranks / samples);
+    const coll::Schedule s = info.build(one);
+    size.steps += static_cast<double>(s.steps.size());
+    for (const coll::Step& step : s.steps)
+      if (step.kind == coll::StepKind::kSend) size.sends += 1;
+  }
+  size.steps *= static_cast<double>(ranks) / samples;
+  size.sends *= static_cast<double>(ranks) / samples;
+  return size;
+}
+
+}  // namespace
+
 ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
                     coll::Algorithm algorithm, const SimParams& params, ReplayMode mode) {
   if (placement.ranks < 1 || placement.ranks_per_host < 1)
@@ -378,12 +406,13 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
     throw invalid_usage("sim: " + std::string(coll::to_string(algorithm)) + " does not apply to " +
                         std::string(coll::to_string(args.op)) + " on " +
                         std::to_string(placement.ranks) + " ranks");
-  // Every rank's schedule is held at once (rank 0's size times the ranks): refuse what would
-  // not fit rather than run for hours or out of memory.
-  coll::CollArgs first = args;
-  first.rank = 0;
-  const double steps = static_cast<double>(info->build(first).steps.size()) * placement.ranks;
-  const bool fits = steps <= kMaxReplaySteps;
+  // Every rank's schedule is held at once: refuse what would not fit rather than run for
+  // hours or out of memory. Sized from a sample of ranks (rank 0 alone stands badly for a
+  // parameter server, whose few roots hold most of the steps).
+  const ScheduleSize size = sample_schedule_size(args, *info, placement.ranks);
+  const double steps = size.steps;
+  const bool fits = steps <= kMaxReplaySteps &&
+                    (placement.ranks <= kMaxFullReplayRanks || size.sends <= kMaxMessagesAtScale);
   // Above kMaxFullReplayRanks the full replay of an algorithm whose ranks all send at once
   // (ring, halving-doubling, recursive doubling) re-solves ~p flows at ~p events per round:
   // hours at 16,384 ranks. Those are the symmetric ones; trees stay cheap in full.
@@ -398,8 +427,12 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
         "sim: " + std::string(coll::to_string(algorithm)) + " " +
         std::string(coll::to_string(args.op)) + " on " + std::to_string(placement.ranks) +
         " ranks is about " + std::to_string(static_cast<long long>(steps)) +
-        " steps; the full replay takes up to " +
-        std::to_string(static_cast<long long>(kMaxReplaySteps)) +
+        " steps and " + std::to_string(static_cast<long long>(size.sends)) +
+        " messages; the full replay takes up to " +
+        std::to_string(static_cast<long long>(kMaxReplaySteps)) + " steps (above " +
+        std::to_string(kMaxFullReplayRanks) + " ranks, " +
+        std::to_string(static_cast<long long>(kMaxMessagesAtScale)) +
+        " messages: each re-solves the rates of ~every rank's flows)" +
         ", and this call is not symmetric enough to replay through one rank (fewer ranks, a "
         "larger --chunk, or fewer bytes)");
   }

@@ -71,6 +71,10 @@ inline constexpr double kMaxReplaySteps = 20e6;
 // Above this many ranks a symmetric call is replayed through rank 0 even where its copies'
 // rates differ (replay()).
 inline constexpr int kMaxFullReplayRanks = 4096;
+// Above kMaxFullReplayRanks, the most messages a full replay takes on: each one re-solves the
+// max-min rates of the flows in flight, ~one per rank (calibrated on this 2-core machine:
+// a double binary tree of 16,384 ranks, ~64,000 messages, 18 s).
+inline constexpr double kMaxMessagesAtScale = 300e3;
 
 enum class ReplayMode : uint8_t {
   kAuto,  // through rank 0 where that is exact (or the only way), else every rank

@@ -155,6 +155,18 @@ TEST(Replay, BadInputIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("the full replay takes up to"), std::string::npos)
         << e.what();
   }
+  // Within the steps a full replay holds, but ~every rank's flows re-solved at each of ~800,000
+  // messages (a pipelined halving-doubling, which is not a relabelling, on 16,384 ranks):
+  // refused, saying so, where it once ran for hours.
+  coll::CollArgs pipelined = allreduce_of(size_t{1} << 22);  // 16 MiB in 1 MiB chunks
+  pipelined.chunk_count = size_t{1} << 18;
+  try {
+    replay(*tree, {.ranks = 16384, .ranks_per_host = 1}, pipelined,
+           coll::Algorithm::kHalvingDoubling, SimParams{});
+    ADD_FAILURE() << "a 16384-rank pipelined halving-doubling was replayed in full";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("messages"), std::string::npos) << e.what();
+  }
   coll::CollArgs a = allreduce_of(8);
   a.op = coll::CollOp::kAlltoall;
   EXPECT_THROW(replay(*star, {.ranks = 4, .ranks_per_host = 1}, a,

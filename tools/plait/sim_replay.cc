@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -161,6 +162,7 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
     if (o.algo == "all" && info && info->applies && !info->applies(probe)) continue;
     SimRow row;
     row.algo = std::string(coll::to_string(a));
+    const auto started = std::chrono::steady_clock::now();
     if (o.algo == "all") {
       try {
         row.result = sim::replay(*topology, placement, args, a, params);
@@ -172,6 +174,8 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
     } else {
       row.result = sim::replay(*topology, placement, args, a, params);
     }
+    row.sim_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     row.bytes = bytes_for_count(spec, args.count, o.ranks, args.dtype);
     const double algbw = row.result.time_s > 0 ? row.bytes / row.result.time_s / 1e9 : 0;
     row.busbw_gbps = algbw * spec.busbw_factor(o.ranks);

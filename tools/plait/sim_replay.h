@@ -32,6 +32,7 @@ struct SimRow {
   size_t bytes = 0;
   double busbw_gbps = 0;
   bool model_choice = false;  // the cost model would pick this one
+  double sim_seconds = 0;     // wall time the replay took here
   std::string skipped;        // why it was not replayed (algo "all": too big, not symmetric)
 };
 

@@ -62,6 +62,7 @@ int sim_sweep_main(const std::vector<std::string>& args) {
   std::printf("# plait sim sweep %s: busbw GB/s per algorithm, the fastest, and the cost model's "
               "choice\n", base.op.c_str());
   int disagreements = 0, points = 0;
+  double total_seconds = 0;  // the replays' wall time, all points
   for (const std::string& topology : topologies) {
     for (const std::string& r : ranks) {
       for (const std::string& b : bytes) {
@@ -78,12 +79,16 @@ int sim_sweep_main(const std::vector<std::string>& args) {
                       e.message().c_str());
           continue;
         }
+        for (const SimRow& row : rows)
+          if (!row.skipped.empty())
+            std::printf("# %s not replayed on %s, %s ranks, %s: %s\n", row.algo.c_str(),
+                        topology.c_str(), r.c_str(), b.c_str(), row.skipped.c_str());
         std::erase_if(rows, [](const SimRow& row) { return !row.skipped.empty(); });
         if (rows.empty()) continue;
         if (points == 0) {
           std::printf("%-36s %6s %10s", "topology", "ranks", "bytes");
           for (const std::string& name : names) std::printf(" %18.18s", name.c_str());
-          std::printf("  %-18s %-18s %s\n", "fastest", "cost model", "verdict");
+          std::printf(" %8s  %-18s %-18s %s\n", "sim(s)", "fastest", "cost model", "verdict");
         }
         ++points;
         size_t fastest = 0, model = rows.size();
@@ -109,27 +114,33 @@ int sim_sweep_main(const std::vector<std::string>& args) {
           verdict = buf;
           ++disagreements;
         }
-        std::printf("  %-18s %-18s %s\n", rows[fastest].algo.c_str(),
+        double sim_seconds = 0;
+        for (const SimRow& row : rows) sim_seconds += row.sim_seconds;
+        total_seconds += sim_seconds;
+        std::printf(" %8.1f  %-18s %-18s %s\n", sim_seconds, rows[fastest].algo.c_str(),
                     model < rows.size() ? rows[model].algo.c_str() : "-", verdict.c_str());
+        std::fflush(stdout);  // a long sweep shows its points as they come
         if (json) {
           for (const SimRow& row : rows) {
             char line[512];
             std::snprintf(line, sizeof line,
                           "{\"op\": \"%s\", \"algo\": \"%s\", \"topology\": \"%s\", \"ranks\": %s, "
                           "\"ranks_per_host\": %d, \"bytes\": %zu, \"time_us\": %.6g, "
-                          "\"busbw_GBps\": %.6g, \"fastest\": %s, \"cost_model_choice\": %s}\n",
+                          "\"busbw_GBps\": %.6g, \"fastest\": %s, \"cost_model_choice\": %s, "
+                          "\"method\": \"%s\", \"sim_s\": %.3f}\n",
                           base.op.c_str(), row.algo.c_str(), topology.c_str(), r.c_str(),
                           o.ranks_per_host, row.bytes, row.result.time_s * 1e6, row.busbw_gbps,
                           &row == &rows[fastest] ? "true" : "false",
-                          row.model_choice ? "true" : "false");
+                          row.model_choice ? "true" : "false", row.result.method.c_str(),
+                          row.sim_seconds);
             json << line;
           }
         }
       }
     }
   }
-  std::printf("# %d points, the cost model picked the fastest in %d\n", points,
-              points - disagreements);
+  std::printf("# %d points, the cost model picked the fastest in %d; %.1f s of simulation\n",
+              points, points - disagreements, total_seconds);
   if (!base.plot.empty()) {
     json.close();
     plot_sim_records(SimPlotKind::kSweep, json_path, base.json.empty(), base.plot,
