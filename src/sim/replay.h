@@ -83,7 +83,8 @@ enum class ReplayMode : uint8_t {
 
 // `args`: the call's shape (op, count, dtype, redop, root, chunk_count); rank, size and
 // host_of are set here for every rank. A symmetric call (ring, halving-doubling, recursive
-// doubling; one rank per host) is replayed through rank 0 (symmetric_replay.h) where that is
+// doubling, hierarchical; hosts filled evenly) is replayed through host 0's ranks
+// (symmetric_replay.h) where that is
 // exact, or where the full replay would exceed its limits (then with the slowest copy's
 // rates; ReplayResult::method says which). Throws kInvalidUsage for an algorithm that does not
 // exist for the op or does not apply, for more ranks than the hosts can hold, and for a call

@@ -155,15 +155,15 @@ TEST(Replay, BadInputIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("the full replay takes up to"), std::string::npos)
         << e.what();
   }
-  // Within the steps a full replay holds, but ~every rank's flows re-solved at each of ~800,000
-  // messages (a pipelined halving-doubling, which is not a relabelling, on 16,384 ranks):
-  // refused, saying so, where it once ran for hours.
+  // Within the steps a full replay holds, but ~every rank's flows re-solved at each of ~500,000
+  // messages (a pipelined double binary tree on 16,384 ranks): refused, saying so, where such
+  // a replay (a pipelined halving-doubling, before it was a relabelling) ran for hours.
   coll::CollArgs pipelined = allreduce_of(size_t{1} << 22);  // 16 MiB in 1 MiB chunks
   pipelined.chunk_count = size_t{1} << 18;
   try {
     replay(*tree, {.ranks = 16384, .ranks_per_host = 1}, pipelined,
-           coll::Algorithm::kHalvingDoubling, SimParams{});
-    ADD_FAILURE() << "a 16384-rank pipelined halving-doubling was replayed in full";
+           coll::Algorithm::kDoubleBinaryTree, SimParams{});
+    ADD_FAILURE() << "a 16384-rank pipelined double binary tree was replayed in full";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("messages"), std::string::npos) << e.what();
   }
@@ -223,8 +223,10 @@ TEST(Replay, AllreduceAlgorithmsHaveTheNotesStepsAndVolumes) {
 namespace plait::sim {
 namespace {
 
-// Through rank 0, a symmetric call takes exactly the time the full replay takes where every
-// copy of a message gets the same rate.
+// Through the ranks of host 0, a symmetric call takes exactly the time the full replay takes
+// where every copy of a message gets the same rate: one rank per host, and several (their
+// messages among each other over the host's memory path, the hierarchical allreduce's
+// leaders and members).
 TEST(SymmetricReplay, MatchesTheFullReplayWhereCopiesAreAlike) {
   struct Point {
     const char* topology;
@@ -232,6 +234,7 @@ TEST(SymmetricReplay, MatchesTheFullReplayWhereCopiesAreAlike) {
     coll::Algorithm algo;
     size_t chunk;
     const char* relabelling;
+    int per_host = 1;
   };
   for (const Point& pt : std::vector<Point>{
            {"ring:hosts=8,latency=20us", 8, coll::Algorithm::kRing, 0, "shift"},
@@ -240,19 +243,28 @@ TEST(SymmetricReplay, MatchesTheFullReplayWhereCopiesAreAlike) {
            {"star:hosts=16", 16, coll::Algorithm::kRecursiveDoubling, 1 << 15, "xor"},
            {"star:hosts=10", 10, coll::Algorithm::kRing, 1 << 16, "shift"},
            {"fattree:k=4,ecmp=packet", 16, coll::Algorithm::kHalvingDoubling, 0, "xor"},
+           {"star:hosts=6", 12, coll::Algorithm::kRing, 1 << 14, "shift", 2},
+           {"ring:hosts=4,latency=5us", 16, coll::Algorithm::kRing, 0, "shift", 4},
+           {"star:hosts=4", 16, coll::Algorithm::kHalvingDoubling, 0, "xor", 4},
+           {"star:hosts=16", 16, coll::Algorithm::kHalvingDoubling, 1 << 12, "xor"},
+           {"star:hosts=8", 32, coll::Algorithm::kHalvingDoubling, 1 << 13, "xor", 4},
+           {"star:hosts=8", 16, coll::Algorithm::kRecursiveDoubling, 0, "xor", 2},
+           {"star:hosts=4", 16, coll::Algorithm::kHierarchical, 0, "shift", 4},
+           {"ring:hosts=6", 24, coll::Algorithm::kHierarchical, 0, "shift", 4},
        }) {
     auto t = parse_topology(pt.topology);
     // Blocks of equal size: with a remainder, the first ranks' blocks are larger and the
     // ranks' schedules differ (not symmetric, and refused as such).
     coll::CollArgs a = allreduce_of(static_cast<size_t>(pt.ranks) << 14);
     a.chunk_count = pt.chunk;
-    const Placement place{.ranks = pt.ranks, .ranks_per_host = 1};
+    const Placement place{.ranks = pt.ranks, .ranks_per_host = pt.per_host};
     const ReplayResult full = replay(*t, place, a, pt.algo, SimParams{}, ReplayMode::kFull);
     a.size = pt.ranks;
-    for (int r = 0; r < pt.ranks; ++r) a.host_of.push_back(r);
+    for (int r = 0; r < pt.ranks; ++r) a.host_of.push_back(place.host_of(r));
     const auto sym =
         replay_symmetric(*t, place, a, *coll::find_algorithm(a.op, pt.algo), SimParams{});
-    const std::string what = std::string(pt.topology) + " " + coll::to_string(pt.algo).data();
+    const std::string what = std::string(pt.topology) + " " + coll::to_string(pt.algo).data() +
+                             " " + std::to_string(pt.per_host) + " per host";
     ASSERT_TRUE(sym.has_value()) << what;
     EXPECT_TRUE(sym->exact) << what;
     EXPECT_EQ(sym->relabelling, pt.relabelling) << what;
@@ -260,6 +272,7 @@ TEST(SymmetricReplay, MatchesTheFullReplayWhereCopiesAreAlike) {
     EXPECT_EQ(sym->result.messages, full.messages) << what;
     EXPECT_EQ(sym->result.rounds, full.rounds) << what;
     EXPECT_NEAR(sym->result.bottleneck_busy, full.bottleneck_busy, 1e-6) << what;
+    EXPECT_NEAR(sym->result.network_bytes, full.network_bytes, 1) << what;
   }
 }
 
@@ -281,14 +294,18 @@ TEST(SymmetricReplay, SaysWhenCopiesDifferAndBoundsTheFullReplay) {
   EXPECT_LT(sym->result.time_s, full.time_s * 1.05);
 }
 
-TEST(SymmetricReplay, TreesAndSharedHostsAreNotSymmetric) {
+TEST(SymmetricReplay, TreesAreNotSymmetric) {
   auto star = parse_topology("star:hosts=8");
   coll::CollArgs a = allreduce_of(1 << 16);
   a.size = 8;
   const auto* tree = coll::find_algorithm(a.op, coll::Algorithm::kBinomialTree);
   EXPECT_FALSE(replay_symmetric(*star, {.ranks = 8, .ranks_per_host = 1}, a, *tree, SimParams{}));
+  // Hosts holding several ranks are symmetric by host (ranks 2h and 2h+1 are ranks 0 and 1
+  // relabelled), but not when the ranks do not fill the hosts evenly.
   const auto* ring = coll::find_algorithm(a.op, coll::Algorithm::kRing);
-  EXPECT_FALSE(replay_symmetric(*star, {.ranks = 8, .ranks_per_host = 2}, a, *ring, SimParams{}));
+  EXPECT_TRUE(replay_symmetric(*star, {.ranks = 8, .ranks_per_host = 2}, a, *ring, SimParams{}));
+  a.size = 9;
+  EXPECT_FALSE(replay_symmetric(*star, {.ranks = 9, .ranks_per_host = 2}, a, *ring, SimParams{}));
 }
 
 // 16,384 ranks: far above what every rank's schedule can hold (2 x 16,383 steps each), through
