@@ -416,9 +416,10 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
   // Above kMaxFullReplayRanks the full replay of an algorithm whose ranks all send at once
   // (ring, halving-doubling, recursive doubling) re-solves ~p flows at ~p events per round:
   // hours at 16,384 ranks. Those are the symmetric ones; trees stay cheap in full.
-  if (mode == ReplayMode::kAuto)
+  if (mode != ReplayMode::kFull)
     if (std::optional<SymmetricReplay> s = replay_symmetric(topology, placement, args, *info, params);
-        s && (s->exact || !fits || placement.ranks > kMaxFullReplayRanks)) {
+        s && (s->exact || !fits || placement.ranks > kMaxFullReplayRanks ||
+              mode == ReplayMode::kSymmetric)) {
       s->result.method = "symmetric (" + s->relabelling + (s->exact ? ")" : ", slowest copy)");
       return std::move(s->result);
     }

@@ -79,6 +79,9 @@ inline constexpr double kMaxMessagesAtScale = 300e3;
 enum class ReplayMode : uint8_t {
   kAuto,  // through rank 0 where that is exact (or the only way), else every rank
   kFull,  // every rank's steps (the reference the symmetric replay is checked against)
+  // Through host 0's ranks wherever the call is symmetric, exact or not (an upper bound where
+  // copies differ: seconds instead of the full replay's minutes); else every rank.
+  kSymmetric,
 };
 
 // `args`: the call's shape (op, count, dtype, redop, root, chunk_count); rank, size and

@@ -68,6 +68,27 @@ TEST(SimCli, AnOperationWritesOneRecordPerAlgorithm) {
             0);
 }
 
+// --replay symmetric takes the replay through host 0's ranks where copies differ (a ring
+// across a fat tree's pods), which auto replays in full at this size; a tree has no such
+// replay and runs in full either way.
+TEST(SimCli, ReplaySymmetricIsAskedFor) {
+  const std::string json = (std::filesystem::temp_directory_path() /
+                            ("plait-sim-replay-" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  for (const char* mode : {"auto", "symmetric"}) {
+    ASSERT_EQ(sim({"allreduce", "--topology", "fattree:k=4,latency=10us", "--ranks", "16",
+                   "--bytes", "1M", "--algo", "ring", "--replay", mode, "--json", json}),
+              0);
+    const std::vector<std::string> lines = lines_of(json);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find(std::string(mode) == "auto" ? "\"method\": \"full\""
+                                                         : "\"method\": \"symmetric (shift, slowest copy)\""),
+              std::string::npos)
+        << lines[0];
+  }
+  std::filesystem::remove(json);
+}
+
 TEST(SimCli, SweepMarksTheFastestAndTheModelsChoiceAtEveryPoint) {
   const std::string json = (std::filesystem::temp_directory_path() /
                             ("plait-sim-sweep-" + std::to_string(::getpid()) + ".json"))
@@ -106,8 +127,14 @@ TEST(SimCli, PlotsAreDrawnWithMatplotlib) {
                  "--plot", base + "-algos.png"}),
             0);
   EXPECT_TRUE(is_png(base + "-algos.png"));
-  std::filesystem::remove(base + "-sweep.png");
-  std::filesystem::remove(base + "-algos.png");
+  // Records kept with --json, drawn again later (as bench/sim_projection.sh does).
+  ASSERT_EQ(sim({"sweep", "allreduce", "--topology", "star:hosts=4", "--ranks", "4", "--bytes",
+                 "64K,1M", "--json", base + ".json"}),
+            0);
+  ASSERT_EQ(sim({"plot", base + ".json", "--out", base + "-again.png", "--title", "again"}), 0);
+  EXPECT_TRUE(is_png(base + "-again.png"));
+  for (const char* f : {"-sweep.png", "-algos.png", "-again.png", ".json"})
+    std::filesystem::remove(base + f);
 }
 
 TEST(SimCli, UsageErrorsExitTwo) {
@@ -121,6 +148,11 @@ TEST(SimCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sim({"topo", "--frobnicate"}), 2);
   EXPECT_EQ(sim({"topo", "--json"}), 2);
   EXPECT_EQ(sim({"replay"}), 2);  // no such operation
+  EXPECT_EQ(sim({"plot", "/nonexistent/records.json", "--out", "x.png"}), 2);
+  EXPECT_EQ(sim({"plot", "--out", "x.png"}), 2);
+  EXPECT_EQ(sim({"allreduce", "--topology", "star:hosts=4", "--ranks", "4", "--bytes", "1M",
+                 "--replay", "sometimes"}),
+            2);
   EXPECT_EQ(sim({}), 2);
   EXPECT_EQ(sim({"--help"}), 0);
 }

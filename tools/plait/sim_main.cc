@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "plait/error.h"
 #include "sim/topology_spec.h"
+#include "sim_plot.h"
 #include "sim_replay.h"
 
 namespace plait::cli {
@@ -18,20 +19,27 @@ namespace {
 constexpr const char* kUsage =
     "usage: plait sim OP --topology SPEC --ranks N [--ranks-per-host M] [--algo A|all]\n"
     "                 --bytes B [--chunk B] [--tune FILE] [--json FILE] [--plot FILE.png]\n"
+    "                 [--replay auto|full|symmetric]\n"
     "       plait sim sweep OP --topology SPEC [--topology SPEC ...] --ranks N[,N...]\n"
     "                 --bytes B[,B...] [--ranks-per-host M] [--tune FILE] [--json FILE]\n"
     "                 [--plot FILE.png]\n"
     "       plait sim topo [SPEC ...] [--json FILE]\n"
+    "       plait sim plot RECORDS.json --out FILE.png [--title TEXT]\n"
     "OP (allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter):\n"
     "replays the schedules plait's builders make for every rank on the topology (links shared\n"
     "max-min fairly, ranks placed in blocks of M per host) and prints time, busbw, the busiest\n"
     "link, and the cost model's own choice beside the fastest. B as plait bench counts it\n"
     "(suffixes K M G); --chunk is the pipelining unit (default 1M, as PLAIT_CHUNK_BYTES);\n"
     "--tune takes a `plait tune` file for per-message, intra-host, reduction and copy costs.\n"
+    "--replay: auto (through host 0's ranks where that is exact or the only way, else every\n"
+    "rank), full (every rank), symmetric (through host 0's ranks wherever the call is\n"
+    "symmetric: the slowest copy where copies differ, an upper bound in seconds).\n"
     "sweep: every algorithm at every point, busbw per algorithm, the fastest and the cost\n"
     "model's choice (\"MODEL WRONG\" where they differ, with how much slower its pick is).\n"
     "--plot draws the records with matplotlib (Debian's /usr/bin/python3): a sweep's busbw\n"
     "against bytes per algorithm, one operation's time per algorithm.\n"
+    "plot: draws records written by --json (of sweeps, or of several runs appended to one\n"
+    "file) as a sweep: busbw against bytes, a panel per topology and rank count.\n"
     "topo:\n"
     "Node count, cable count, diameter (hops between the two farthest hosts), bisection\n"
     "bandwidth (one direction, the worst even split of the hosts) and cost per host (cables\n"
@@ -92,6 +100,26 @@ int topo_main(const std::vector<std::string>& args) {
   return 0;
 }
 
+int plot_main(const std::vector<std::string>& args) {
+  std::string records, png, title = "plait sim";
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto value = [&]() -> const std::string& {
+      if (i + 1 == args.size()) throw invalid_usage(args[i] + " needs a value");
+      return args[++i];
+    };
+    if (args[i] == "--out") png = value();
+    else if (args[i] == "--title") title = value();
+    else if (args[i].rfind("--", 0) == 0) throw invalid_usage("unknown option " + args[i]);
+    else if (records.empty()) records = args[i];
+    else throw invalid_usage("plot takes one records file");
+  }
+  if (records.empty() || png.empty()) throw invalid_usage("plot needs RECORDS.json and --out FILE.png");
+  if (!std::ifstream(records)) throw invalid_usage("plot: no file " + records);
+  plot_sim_records(SimPlotKind::kSweep, records, /*temporary=*/false, png, title);
+  std::printf("plot: %s\n", png.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int sim_main(int argc, char** argv) {
@@ -103,6 +131,7 @@ int sim_main(int argc, char** argv) {
   try {
     if (args[0] == "topo") return topo_main({args.begin() + 1, args.end()});
     if (args[0] == "sweep") return sim_sweep_main({args.begin() + 1, args.end()});
+    if (args[0] == "plot") return plot_main({args.begin() + 1, args.end()});
     return sim_run_main(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "plait sim: %s\n%s", e.what(),

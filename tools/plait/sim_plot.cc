@@ -32,7 +32,16 @@ def size(b):
             return f"{b // s} {unit}"
     return f"{b} B"
 if kind == "sweep":
-    panels = sorted({(r["topology"], r["ranks"]) for r in recs}, key=lambda p: (p[0], p[1]))
+    # Records of single runs (plait sim OP --json) do not say which was fastest: work it out.
+    best = {}
+    for r in recs:
+        k = (r["topology"], r["ranks"], r["bytes"])
+        best[k] = min(best.get(k, r["time_us"]), r["time_us"])
+    for r in recs:
+        r.setdefault("fastest", r["time_us"] == best[(r["topology"], r["ranks"], r["bytes"])])
+    panels = sorted({(r["topology"], r["ranks"]) for r in recs}, key=lambda p: (p[1], p[0]))
+    # One color per algorithm in every panel (a panel lacks what was not simulated there).
+    colors = {a: f"C{i}" for i, a in enumerate(sorted({r["algo"] for r in recs}))}
     cols = min(len(panels), 3)
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
@@ -40,7 +49,8 @@ if kind == "sweep":
         mine = [r for r in recs if r["topology"] == topo and r["ranks"] == ranks]
         for algo in sorted({r["algo"] for r in mine}):
             pts = sorted((r["bytes"], r["busbw_GBps"]) for r in mine if r["algo"] == algo)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algo)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algo,
+                    color=colors[algo])
         for r in mine:
             if r.get("cost_model_choice") and not r.get("fastest"):
                 ax.plot(r["bytes"], r["busbw_GBps"], "x", color="red", markersize=11)
@@ -53,7 +63,8 @@ if kind == "sweep":
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    handles = [plt.Line2D([], [], color=c, marker="o", label=a) for a, c in colors.items()]
+    axes.flat[0].legend(handles=handles, fontsize=7)
     fig.suptitle(title + "  (red x: the cost model's pick where it is not the fastest)", fontsize=10)
 else:
     recs.sort(key=lambda r: r["time_us"])

@@ -112,6 +112,13 @@ SimRunOptions parse_sim_run_args(const std::vector<std::string>& args) {
     else if (a == "--tune") o.tune_file = value();
     else if (a == "--json") o.json = value();
     else if (a == "--plot") o.plot = value();
+    else if (a == "--replay") {
+      const std::string mode = value();
+      if (mode == "auto") o.replay = sim::ReplayMode::kAuto;
+      else if (mode == "full") o.replay = sim::ReplayMode::kFull;
+      else if (mode == "symmetric") o.replay = sim::ReplayMode::kSymmetric;
+      else throw invalid_usage("--replay takes auto, full or symmetric, not '" + mode + "'");
+    }
     else throw invalid_usage("sim: unknown option '" + a + "'");
   }
   if (o.topology.empty()) throw invalid_usage("sim: --topology SPEC is required");
@@ -165,14 +172,14 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
     const auto started = std::chrono::steady_clock::now();
     if (o.algo == "all") {
       try {
-        row.result = sim::replay(*topology, placement, args, a, params);
+        row.result = sim::replay(*topology, placement, args, a, params, o.replay);
       } catch (const Error& e) {  // the others may still be replayed at this scale
         row.skipped = e.message();
         rows.push_back(std::move(row));
         continue;
       }
     } else {
-      row.result = sim::replay(*topology, placement, args, a, params);
+      row.result = sim::replay(*topology, placement, args, a, params, o.replay);
     }
     row.sim_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -21,6 +21,7 @@ struct SimRunOptions {
   std::string tune_file;
   std::string json;
   std::string plot;  // a PNG: sim_plot.h
+  sim::ReplayMode replay = sim::ReplayMode::kAuto;  // --replay auto|full|symmetric
 };
 
 // A file for records nobody asked to keep (a plot's input): /tmp/plait-sim-XXXXXX.
