@@ -260,9 +260,15 @@ class Symmetric {
     rates();
   }
 
-  // The paths of one copy of a message (none between two ranks of one host: its memory path).
-  std::vector<Path> paths(int from, int to, uint64_t seed) const {
+  // The paths of copy c of the messages from representative `rep` to `peer` (none between two
+  // ranks of one host: its memory path). The ECMP hash is the copy's own: the same whatever
+  // else is in flight, and the same for the rates, the latency and the bytes each link carried.
+  std::vector<Path> paths(int rep, int peer, int c) const {
+    const int from = rank_of(rep, c), to = rank_of(peer, c);
     if (host(from) == host(to)) return {};
+    const uint64_t seed = (static_cast<uint64_t>(rep) * static_cast<uint64_t>(p_) +
+                           static_cast<uint64_t>(peer)) * static_cast<uint64_t>(copies()) +
+                          static_cast<uint64_t>(c);
     return topology_.route(host(from), host(to), seed);
   }
 
@@ -274,7 +280,7 @@ class Symmetric {
     double longest = 0, shortest = FlowNetwork::kNever;
     for (int c = 0; c < copies(); ++c) {
       double l = 0;
-      const std::vector<Path> ps = paths(rank_of(rep, c), rank_of(peer, c), 0);
+      const std::vector<Path> ps = paths(rep, peer, c);
       if (!ps.empty())
         for (int link : ps[0].links) l += topology_.links()[link].latency_s;
       longest = std::max(longest, l);
@@ -323,7 +329,7 @@ class Symmetric {
           subs[e][c].push_back({net.add(1e9, {slot->second}), 1.0});
           continue;
         }
-        for (const Path& path : paths(from, to, static_cast<uint64_t>(e) * n + c))
+        for (const Path& path : paths(key[e].first, key[e].second, c))
           subs[e][c].push_back({net.add(1e9 * path.share, path.links), path.share});
       }
     net.next_finish();  // solves
@@ -367,7 +373,7 @@ class Symmetric {
     r.link_bytes.assign(topology_.links().size(), 0);
     for (const auto& [pair, sent] : sent_by_pair_)
       for (int c = 0; c < copies(); ++c)
-        for (const Path& path : paths(rank_of(pair.first, c), rank_of(pair.second, c), 0))
+        for (const Path& path : paths(pair.first, pair.second, c))
           for (int l : path.links) r.link_bytes[l] += sent * path.share;
     find_bottleneck(topology_, &r);
     for (int g = end_step_; g >= 0 && r.critical_path.size() < 64; g = states_[g].cause) {
