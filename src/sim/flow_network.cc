@@ -19,17 +19,22 @@ int FlowNetwork::add_link(double bytes_per_s) {
   return static_cast<int>(capacity_.size()) - 1;
 }
 
-void FlowNetwork::set_bucket(int link, double burst_bytes, double peak_bytes_per_s) {
+void FlowNetwork::set_bucket(int link, double burst_bytes, double peak_bytes_per_s,
+                             double tokens) {
   const size_t n = capacity_.size();
   burst_.resize(n, 0), peak_.resize(n, 0), tokens_.resize(n, 0), load_.resize(n, 0),
       last_.resize(n, 0);
   burst_[link] = burst_bytes;
   peak_[link] = std::max(peak_bytes_per_s, capacity_[link]);
-  // Empty: the steady state of collectives run back to back (a benchmark's loop, a training
-  // loop); the bucket fills while the link idles.
-  tokens_[link] = 0;
+  tokens_[link] = std::clamp(tokens, 0.0, burst_bytes);
   last_[link] = now_;
   dirty_ = true;
+}
+
+double FlowNetwork::tokens(int link) {
+  if (static_cast<size_t>(link) >= burst_.size() || burst_[link] <= 0) return 0;
+  settle(link);
+  return tokens_[link];
 }
 
 void FlowNetwork::settle(int link) {

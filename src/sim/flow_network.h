@@ -23,9 +23,10 @@ class FlowNetwork {
   int add_link(double bytes_per_s);
   // A token bucket on `link`, as Linux's TBF shapes a link: up to `burst` bytes pass at `peak`
   // before the link falls back to its rate; while the link carries less than its rate, the
-  // bucket refills at the difference. Starts empty (the steady state of collectives run back
-  // to back: the bucket fills only while the link idles).
-  void set_bucket(int link, double burst_bytes, double peak_bytes_per_s);
+  // bucket refills at the difference. Starts with `tokens` (a link busy up to now: none).
+  void set_bucket(int link, double burst_bytes, double peak_bytes_per_s, double tokens = 0);
+  // The tokens in `link`'s bucket now (0 without a bucket).
+  double tokens(int link);
   // A flow of `bytes` over `links` (ids into capacity; empty: it is done at once), active from
   // now. Returns its id.
   int add(double bytes, std::vector<int> links);

@@ -9,6 +9,7 @@
 #include "coll/algorithms.h"
 #include "plait/error.h"
 #include "sim/flow_network.h"
+#include "sim/pair_fifo.h"
 #include "sim/symmetric_replay.h"
 
 namespace plait::sim {
@@ -55,8 +56,10 @@ struct Event {
 
 class Replay {
  public:
+  // `tokens`: per link, its bucket's tokens at the start (empty: none).
   Replay(const Topology& t, const Placement& p, const coll::CollArgs& args,
-         const coll::AlgorithmInfo& info, const SimParams& params)
+         const coll::AlgorithmInfo& info, const SimParams& params,
+         const std::vector<double>& tokens = {})
       : topology_(t), placement_(p), params_(params), elem_(dtype_size(args.dtype)),
         network_(capacities(t)) {
     const int n = p.ranks;
@@ -81,7 +84,15 @@ class Replay {
     for (size_t l = 0; l < t.links().size(); ++l)
       if (t.links()[l].burst_bytes > 0)
         network_.set_bucket(static_cast<int>(l), t.links()[l].burst_bytes,
-                            t.links()[l].peak_bytes_per_s);
+                            t.links()[l].peak_bytes_per_s, tokens.empty() ? 0 : tokens[l]);
+  }
+
+  // After run(): per link, its bucket's tokens when the call ended.
+  std::vector<double> end_tokens() {
+    network_.advance(std::max(network_.now(), end_.second));
+    std::vector<double> out(topology_.links().size());
+    for (size_t l = 0; l < out.size(); ++l) out[l] = network_.tokens(static_cast<int>(l));
+    return out;
   }
 
   ReplayResult run() {
@@ -205,7 +216,13 @@ class Replay {
     }
   }
 
+  // A message whose pair is sending another waits for it (pair_fifo.h).
   void start_flow(int message) {
+    const Message& m = messages_[message];
+    if (fifo_.admit(PairFifo::pair(m.send.rank, m.recv.rank), message)) begin_flow(message);
+  }
+
+  void begin_flow(int message) {
     Message& m = messages_[message];
     const std::vector<Path>& paths = paths_[message_path_[message]];
     if (paths.empty()) {  // two ranks of one host: their host's memory path
@@ -246,6 +263,8 @@ class Replay {
     m.arrived = t;
     push(t, EventKind::kDone, m.send);
     maybe_finish_recv(m.recv);
+    const int next = fifo_.release(PairFifo::pair(m.send.rank, m.recv.rank));
+    if (next >= 0) begin_flow(next);
   }
 
   void maybe_finish_recv(StepRef r) {
@@ -326,6 +345,7 @@ class Replay {
   std::unordered_map<int, int> message_path_;
   std::unordered_map<int, int> intra_ids_;
   std::vector<int> subflow_message_;
+  PairFifo fifo_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t order_ = 0;
   double network_bytes_ = 0;
@@ -437,7 +457,15 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
         ", and this call is not symmetric enough to replay through one rank (fewer ranks, a "
         "larger --chunk, or fewer bytes)");
   }
-  return Replay(topology, placement, args, *info, params).run();
+  bool shaped = false;
+  for (const Link& l : topology.links()) shaped = shaped || l.burst_bytes > 0;
+  if (!shaped) return Replay(topology, placement, args, *info, params).run();
+  // Collectives run back to back (a benchmark's loop, a training loop): a link that idles at
+  // the end of one call starts the next with what its bucket gathered meanwhile, a link busy
+  // to the end with none. The second of two calls is the one that stands for the loop.
+  Replay first(topology, placement, args, *info, params);
+  first.run();
+  return Replay(topology, placement, args, *info, params, first.end_tokens()).run();
 }
 
 }  // namespace plait::sim

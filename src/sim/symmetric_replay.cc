@@ -7,6 +7,7 @@
 
 #include "coll/algorithms.h"
 #include "sim/flow_network.h"
+#include "sim/pair_fifo.h"
 
 namespace plait::sim {
 namespace {
@@ -226,13 +227,20 @@ class Symmetric {
     }
   }
 
+  // A message whose pair is sending another waits for it (pair_fifo.h).
   void start(int message) {
+    const Message& m = messages_[message];
+    if (!fifo_.admit(PairFifo::pair(m.rep, m.peer), message)) return;
+    begin(message);
+    rates();
+  }
+
+  void begin(int message) {
     Message& m = messages_[message];
     m.remaining = m.bytes;
     m.active = true;
     active_.push_back(message);
     sent_by_pair_[{m.rep, m.peer}] += m.bytes;
-    rates();
   }
 
   // Moves to t: active messages drain; those done end their send and arrive at their
@@ -256,6 +264,8 @@ class Symmetric {
         states_[g].arrival = now_;
         maybe_receive(g);
       }
+      const int next = fifo_.release(PairFifo::pair(messages_[m].rep, messages_[m].peer));
+      if (next >= 0) begin(next);
     }
     rates();
   }
@@ -404,6 +414,7 @@ class Symmetric {
   std::vector<Message> messages_;
   std::vector<int> send_step_;  // by message
   std::vector<std::vector<int>> receiver_of_;  // by message
+  PairFifo fifo_;
   std::vector<int> active_;
   std::map<std::vector<std::pair<int, int>>, std::vector<double>> cache_;
   std::map<std::pair<int, int>, double> sent_by_pair_;

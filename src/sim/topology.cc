@@ -24,6 +24,7 @@ std::string describe(const LinkSpec& link) {
                   peak_bits >= 1e9 ? "gbit" : "mbit");
     out += buf;
   }
+  if (link.mtu > 0) out += ",mtu=" + std::to_string(link.mtu);
   return out;
 }
 
@@ -32,8 +33,11 @@ Topology::Topology(std::string spec, int hosts, int switches)
 
 int Topology::connect(int a, int b, const LinkSpec& spec) {
   const int id = static_cast<int>(links_.size());
-  links_.push_back({a, b, spec.bytes_per_s, spec.latency_s, spec.burst_bytes, spec.peak_bytes_per_s});
-  links_.push_back({b, a, spec.bytes_per_s, spec.latency_s, spec.burst_bytes, spec.peak_bytes_per_s});
+  const double f = spec.payload();
+  const Link link{a, b, spec.bytes_per_s * f, spec.latency_s, spec.burst_bytes * f,
+                  spec.peak_bytes_per_s * f};
+  links_.push_back(link);
+  links_.push_back({b, a, link.bytes_per_s, link.latency_s, link.burst_bytes, link.peak_bytes_per_s});
   out_[a].push_back(id);
   out_[b].push_back(id + 1);
   return id;

@@ -25,6 +25,12 @@ struct LinkSpec {
   // up to burst_bytes pass at peak_bytes_per_s before the link falls back to its rate. 0: none.
   double burst_bytes = 0;
   double peak_bytes_per_s = 0;
+  // Frames of this MTU carry TCP/IPv4 (timestamps on) over Ethernet: of the mtu + 14 bytes a
+  // shaper counts per frame (tc counts the Ethernet header), mtu - 52 are a message's. The
+  // rate, burst and peak are the wire's; the links carry payload at payload() of them. 0: the
+  // rate is payload already.
+  int mtu = 0;
+  double payload() const { return mtu > 0 ? (mtu - 52.0) / (mtu + 14.0) : 1.0; }
 };
 
 // "rate=1gbit,latency=20us": a link's spec as parse_topology() reads it.

@@ -89,6 +89,10 @@ class Spec {
       if (l.peak_bytes_per_s < l.bytes_per_s)
         throw invalid_usage("sim: peak= is at least rate=");
     }
+    if (values_.count("mtu")) {
+      l.mtu = to_int(take("mtu"), "mtu=");
+      if (l.mtu < 576 || l.mtu > 65535) throw invalid_usage("sim: mtu= is 576 to 65535 bytes");
+    }
     return l;
   }
   // After every known key was taken: what is left is a mistake.

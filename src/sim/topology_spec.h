@@ -9,7 +9,8 @@
 // as tc writes them) and latency= (per hop: 500ns, 20us, 1ms) for its links; defaults 1gbit
 // and 1us. burst= (bytes as tc writes them: 512kb, 8mb) puts a token-bucket shaper on every
 // link, as Linux TBF: that many bytes pass at peak= (default 10 x rate) before the rate
-// holds. A bad spec is kInvalidUsage naming the offending part.
+// holds. mtu= (bytes) says the links carry TCP/IPv4 over Ethernet frames of that MTU, so that
+// a message's bytes are (mtu - 52) / (mtu + 14) of what the rate counts. A bad spec is kInvalidUsage naming the offending part.
 #pragma once
 
 #include <memory>

@@ -57,6 +57,21 @@ TEST(FlowNetwork, ATokenBucketPassesItsBurstAtPeakOnceTheLinkIdled) {
   EXPECT_NEAR(net.next_finish(), 12.0, 1e-9);
 }
 
+TEST(FlowNetwork, ABucketThatStartsFullPassesItsBurstAtOnce) {
+  FlowNetwork net({10.0});
+  net.set_bucket(0, 20.0, 100.0, 20.0);
+  net.add(50, {0});
+  const double dry = net.next_finish();  // 100 B/s until dry: 20 / (100 - 10) s
+  EXPECT_NEAR(dry, 2.0 / 9, 1e-12);
+  net.advance(dry);
+  EXPECT_NEAR(net.tokens(0), 0, 1e-9);
+  EXPECT_NEAR(net.next_finish(), 3.0, 1e-9);  // 27.8 B left at 10 B/s
+  net.advance(3.0);
+  net.take_finished();
+  net.advance(4.0);
+  EXPECT_NEAR(net.tokens(0), 10, 1e-9);  // idle for 1 s: 10 B back
+}
+
 coll::CollArgs allreduce_of(size_t count) {
   coll::CollArgs a;
   a.op = coll::CollOp::kAllreduce;
@@ -107,6 +122,62 @@ TEST(Replay, AlltoallOnAStarIsBoundByEachHostsLink) {
   const double expect = 5e-6 + 2 * 10e-6 + (p - 1) * m / 1.25e8;
   EXPECT_NEAR(r.time_s, expect, expect * 1e-6);
   EXPECT_NEAR(r.network_bytes, p * (p - 1) * m, 1);
+}
+
+// A binomial broadcast on a star, 4 ranks: the root's link carries the whole buffer to each
+// of its two children (rank 2 first), half the rate each; rank 2 hands every chunk on to rank 3
+// as it arrives. A pair's messages leave one at a time, in order, so chunk k is whole at
+// rank 2 after (k + 1) c / (beta / 2) and only the last chunk's forwarding follows the root's
+// 2n / beta: T = (2n + c) / beta. (Shared among all of a pair's posted chunks, the root's link
+// would finish them together at the end, and rank 3 would wait for nearly all of them.)
+TEST(Replay, APairsMessagesLeaveOneAtATimeInOrder) {
+  auto star = parse_topology("star:hosts=4,rate=1gbit,latency=0us");
+  coll::CollArgs a;
+  a.op = coll::CollOp::kBroadcast;
+  a.dtype = DataType::kF32;
+  a.count = 1 << 22;        // 16 MiB
+  a.chunk_count = 1 << 18;  // 1 MiB chunks
+  const double n = a.count * 4.0, c = a.chunk_count * 4.0, beta = 1.25e8;
+  for (ReplayMode mode : {ReplayMode::kFull, ReplayMode::kAuto}) {
+    const ReplayResult r = replay(*star, {.ranks = 4, .ranks_per_host = 1}, a,
+                                  coll::Algorithm::kBinomialTree, network_only(0), mode);
+    EXPECT_NEAR(r.time_s, (2 * n + c) / beta, 1e-9);
+  }
+  // The symmetric replay queues a pair's messages alike: pipelined halving-doubling sends a
+  // partner its units one after another, and matches the full replay.
+  auto big = parse_topology("star:hosts=8,rate=1gbit,latency=5us");
+  coll::CollArgs h = allreduce_of(1 << 22);
+  h.chunk_count = 1 << 16;
+  const ReplayResult full = replay(*big, {.ranks = 8, .ranks_per_host = 1}, h,
+                                   coll::Algorithm::kHalvingDoubling, network_only(5e-6),
+                                   ReplayMode::kFull);
+  const ReplayResult sym = replay(*big, {.ranks = 8, .ranks_per_host = 1}, h,
+                                  coll::Algorithm::kHalvingDoubling, network_only(5e-6),
+                                  ReplayMode::kSymmetric);
+  EXPECT_NE(sym.method, "full");
+  EXPECT_NEAR(sym.time_s, full.time_s, full.time_s * 1e-9);
+}
+
+// Collectives run back to back: a shaped link that idles at the end of a call starts the next
+// with the burst it gathered. A binomial reduce-scatter on two shaped hosts: rank 1 sends its
+// whole vector (n) to rank 0, which sends the half that is rank 1's back. In the first call
+// 1's link is empty and n takes n / R; then 0's link, idle meanwhile, passes its burst b at
+// the peak P before the rate: b / (P - R) + (n/2 - P b / (P - R)) / R. In every call after,
+// 1's link has idled through that second half and starts with its burst too.
+TEST(Replay, AShapedLinkIdleAtTheEndOfACallStartsTheNextWithItsBurst) {
+  auto star = parse_topology("star:hosts=2,rate=1gbit,latency=0us,burst=512kb,peak=10gbit");
+  coll::CollArgs a;
+  a.op = coll::CollOp::kReduceScatter;
+  a.dtype = DataType::kF32;
+  a.count = 1 << 20;  // each rank's block: 4 MiB, 8 MiB in all
+  const double n = 2 * a.count * 4.0, R = 1.25e8, P = 1.25e9, b = 524288;
+  const double burst_s = b / (P - R), burst_bytes = P * b / (P - R);
+  const double half = burst_s + (n / 2 - burst_bytes) / R;
+  const double whole = burst_s + (n - burst_bytes) / R;
+  const ReplayResult r = replay(*star, {.ranks = 2, .ranks_per_host = 1}, a,
+                                coll::Algorithm::kBinomialTree, network_only(0));
+  EXPECT_NEAR(r.time_s, whole + half, 1e-9);
+  EXPECT_LT(r.time_s, n / R + half);  // the first call's
 }
 
 // Two ranks per host: the ranks of one host talk through its memory path, not the network.

@@ -229,6 +229,18 @@ TEST(TopologySpec, ReadsRatesLatenciesAndEveryFamily) {
   EXPECT_EQ(parse_topology("torus:dims=8x8x8")->hosts(), 512);
 }
 
+// mtu=: the rate counts whole frames as tc does (Ethernet header included); a message's bytes
+// are the TCP payload of each: 1448 of 1514 at MTU 1500, and the shaper's burst likewise.
+TEST(TopologySpec, MtuLeavesMessagesThePayloadOfEachFrame) {
+  auto t = parse_topology("star:hosts=2,rate=1gbit,burst=512kb,mtu=1500");
+  EXPECT_DOUBLE_EQ(t->links()[0].bytes_per_s, 1.25e8 * 1448 / 1514);
+  EXPECT_DOUBLE_EQ(t->links()[0].burst_bytes, 524288.0 * 1448 / 1514);
+  EXPECT_DOUBLE_EQ(t->links()[0].peak_bytes_per_s, 1.25e9 * 1448 / 1514);
+  EXPECT_EQ(t->spec(), "star:hosts=2,rate=1gbit,latency=1us,burst=512kb,peak=10gbit,mtu=1500");
+  EXPECT_DOUBLE_EQ(parse_topology("star:hosts=2,mtu=9000")->links()[0].bytes_per_s,
+                   1.25e8 * 8948 / 9014);
+}
+
 TEST(TopologySpec, BadSpecsNameTheirMistake) {
   auto refused = [](const char* spec, const char* says) {
     try {
@@ -255,6 +267,7 @@ TEST(TopologySpec, BadSpecsNameTheirMistake) {
   refused("dragonfly:a=2,p=1,h=1,routing=ugal", "routing=");
   refused("mesh:hosts=4,hosts=5", "given twice");
   refused("star:hosts", "not key=value");
+  refused("star:hosts=2,mtu=100", "mtu= is 576 to 65535");
   auto t = parse_topology("ring:hosts=4");
   EXPECT_THROW(t->route(0, 0, 0), Error);
   EXPECT_THROW(t->route(0, 4, 0), Error);
