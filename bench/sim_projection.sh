@@ -7,12 +7,16 @@
 # (--replay symmetric: on a fat tree hashing flows, the slowest copy, an upper bound); trees
 # and the pipelined hierarchical allreduce in full, within LIMIT.
 #
-#   bench/sim_projection.sh                      # ~15 minutes on 2 cores
-#   LIMIT=60 SIZES="1M 16M 256M 1G" bench/sim_projection.sh
+# Each size is cut into chunks of max(1 MiB, bytes / 64) (PLAIT_CHUNK_BYTES, 1 MiB by default,
+# is what one raises for gigabyte buffers: 1,024 chunks of a 1 GiB call add nothing to its
+# pipelining but replay steps).
+#
+#   bench/sim_projection.sh                      # ~20 minutes on 2 cores
+#   LIMIT=120 SIZES="1M 16M 256M 1G" bench/sim_projection.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLAIT=$(realpath "${PLAIT:-build/tools/plait/plait}")
-LIMIT=${LIMIT:-15}
+LIMIT=${LIMIT:-60}
 SIZES=${SIZES:-"1M 32M 1G"}
 RPH=${RPH:-8}
 LINK=${LINK:-"rate=25gbit,latency=1us"}
@@ -34,10 +38,12 @@ for family in FATTREE DRAGONFLY; do
     for size in $SIZES; do
       row="| \`$topology\` | $ranks | $size |"
       best="" best_time="" spent=0
+      chunk=$(numfmt --from=iec "$size")
+      chunk=$(( chunk / 64 > 1048576 ? chunk / 64 : 1048576 ))
       for algo in $ALGOS; do
         start=$(date +%s.%N)
         if out=$(timeout "$LIMIT" "$PLAIT" sim allreduce --topology "$topology" --ranks "$ranks" \
-                   --ranks-per-host "$RPH" --bytes "$size" --algo "$algo" --replay symmetric \
+                   --ranks-per-host "$RPH" --bytes "$size" --chunk "$chunk" --algo "$algo" --replay symmetric \
                    --json /dev/stdout 2>&1); then
           record=$(grep '^{' <<<"$out" | head -1)
           echo "$record" >> "$OUT.json"

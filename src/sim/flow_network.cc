@@ -152,13 +152,16 @@ void FlowNetwork::reshare() {
       ++unfixed_[index_of_[l]];
     }
   }
+  // The links with flows not yet fixed; those that lose their last one leave the list, so a
+  // round costs the links still in play (per-flow ECMP makes many rounds of a few links each).
+  live_.resize(touched_.size());
+  for (size_t i = 0; i < live_.size(); ++i) live_[i] = static_cast<int>(i);
   for (;;) {
     double share = kNever;
-    for (size_t i = 0; i < touched_.size(); ++i)
-      if (unfixed_[i] > 0) share = std::min(share, std::max(left_[i], 0.0) / unfixed_[i]);
+    for (int i : live_) share = std::min(share, std::max(left_[i], 0.0) / unfixed_[i]);
     if (share == kNever) break;
     const double limit = share * (1 + 1e-12);
-    for (size_t i = 0; i < touched_.size(); ++i) {
+    for (int i : live_) {
       if (unfixed_[i] == 0 || std::max(left_[i], 0.0) / unfixed_[i] > limit) continue;
       for (int id : on_[i]) {
         Flow& f = flows_[id];
@@ -171,6 +174,7 @@ void FlowNetwork::reshare() {
         }
       }
     }
+    std::erase_if(live_, [&](int i) { return unfixed_[i] == 0; });
   }
   // The buckets' loads from now on (settled at the old loads first).
   if (!burst_.empty()) {

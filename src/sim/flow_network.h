@@ -74,6 +74,7 @@ class FlowNetwork {
   std::vector<double> left_;
   std::vector<std::vector<int>> on_;
   std::vector<size_t> unfixed_;
+  std::vector<int> live_;
 };
 
 }  // namespace plait::sim

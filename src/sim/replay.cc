@@ -100,6 +100,14 @@ class Replay {
       for (StepId i = 0; i < schedules_[r].steps.size(); ++i)
         if (states_[r][i].deps_left == 0) push(0, EventKind::kReady, {r, i});
     while (true) {
+      // Everything due now first: the rates are solved once for all the flows that start at
+      // this instant (a tree's ranks post their first chunks together), not once per flow.
+      if (!events_.empty() && events_.top().time <= network_.now()) {
+        const Event e = events_.top();
+        events_.pop();
+        handle(e);
+        continue;
+      }
       const double t_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
       const double t_flow = network_.next_finish();
       if (t_event == FlowNetwork::kNever && t_flow == FlowNetwork::kNever) break;

@@ -132,6 +132,16 @@ class Symmetric {
     for (int g = 0; g < static_cast<int>(states_.size()); ++g)
       if (states_[g].deps_left == 0) events_.push({0.0, order_++, g, true, false});
     while (true) {
+      // Everything due now first, then the rates once for the messages in flight after it.
+      if (!events_.empty() && events_.top().time <= now_) {
+        const Event e = events_.top();
+        events_.pop();
+        if (e.flow_start) start(e.id);
+        else if (e.ready) ready(e.id);
+        else done(e.id);
+        continue;
+      }
+      if (stale_) rates(), stale_ = false;
       double next_flow = FlowNetwork::kNever;
       for (int m : active_)
         next_flow = std::min(next_flow, now_ + messages_[m].remaining / messages_[m].rate);
@@ -232,7 +242,7 @@ class Symmetric {
     const Message& m = messages_[message];
     if (!fifo_.admit(PairFifo::pair(m.rep, m.peer), message)) return;
     begin(message);
-    rates();
+    stale_ = true;
   }
 
   void begin(int message) {
@@ -267,7 +277,7 @@ class Symmetric {
       const int next = fifo_.release(PairFifo::pair(messages_[m].rep, messages_[m].peer));
       if (next >= 0) begin(next);
     }
-    rates();
+    stale_ = true;
   }
 
   // The paths of copy c of the messages from representative `rep` to `peer` (none between two
@@ -415,6 +425,7 @@ class Symmetric {
   std::vector<int> send_step_;  // by message
   std::vector<std::vector<int>> receiver_of_;  // by message
   PairFifo fifo_;
+  bool stale_ = false;  // the set of messages in flight changed since rates()
   std::vector<int> active_;
   std::map<std::vector<std::pair<int, int>>, std::vector<double>> cache_;
   std::map<std::pair<int, int>, double> sent_by_pair_;
