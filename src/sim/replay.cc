@@ -111,16 +111,11 @@ class Replay {
       const double t_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
       const double t_flow = network_.next_finish();
       if (t_event == FlowNetwork::kNever && t_flow == FlowNetwork::kNever) break;
-      if (t_flow <= t_event) {
-        network_.advance(t_flow);
-        for (int f : network_.take_finished()) subflow_done(f, t_flow);
-        continue;
-      }
-      network_.advance(t_event);
-      for (int f : network_.take_finished()) subflow_done(f, t_event);
-      const Event e = events_.top();
-      events_.pop();
-      handle(e);
+      // To the next flow's end or event, whichever is first; the events due then are handled
+      // at the top of the loop.
+      const double t = std::min(t_flow, t_event);
+      network_.advance(t);
+      for (int f : network_.take_finished()) subflow_done(f, t);
     }
     return result();
   }

@@ -147,14 +147,7 @@ class Symmetric {
         next_flow = std::min(next_flow, now_ + messages_[m].remaining / messages_[m].rate);
       const double next_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
       if (next_flow == FlowNetwork::kNever && next_event == FlowNetwork::kNever) break;
-      const double t = std::min(next_flow, next_event);
-      drain(t);
-      if (next_flow <= next_event) continue;  // drain() finished the flows due at t
-      const Event e = events_.top();
-      events_.pop();
-      if (e.flow_start) start(e.id);
-      else if (e.ready) ready(e.id);
-      else done(e.id);
+      drain(std::min(next_flow, next_event));  // the events due then: at the top of the loop
     }
     return result();
   }
