@@ -1,6 +1,8 @@
 #include "coll/schedule_executor.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "coll/tags.h"
@@ -62,12 +64,21 @@ char* ScheduleExecutor::address(const Slice& slice) const {
 void ScheduleExecutor::start() {
   for (StepId id = 0; id < schedule_->steps.size(); ++id)
     if (missing_deps_[id] == 0) ready_.push_back(id);
+  std::make_heap(ready_.begin(), ready_.end(), std::greater<>());
   run_ready();
 }
 
+void ScheduleExecutor::make_ready(StepId id) {
+  ready_.push_back(id);
+  std::push_heap(ready_.begin(), ready_.end(), std::greater<>());
+}
+
 void ScheduleExecutor::run_ready() {
-  // A worklist, not recursion: local steps completing can make long chains ready.
+  // A worklist, not recursion: local steps completing can make long chains ready. Lowest
+  // step first: builders write a pipeline's chunks in order, and a peer's transport moves
+  // messages in the order they are posted, so the chunk a consumer needs first goes first.
   while (!ready_.empty() && !error_) {
+    std::pop_heap(ready_.begin(), ready_.end(), std::greater<>());
     StepId id = ready_.back();
     ready_.pop_back();
     issue(id);
@@ -115,7 +126,7 @@ void ScheduleExecutor::complete(StepId id) {
   state_[id] = kDone;
   ++completed_;
   for (StepId next : dependents_[id])
-    if (--missing_deps_[next] == 0) ready_.push_back(next);
+    if (--missing_deps_[next] == 0) make_ready(next);
 }
 
 void ScheduleExecutor::fail(Error error) {

@@ -58,6 +58,7 @@ class ScheduleExecutor {
   void issue(StepId id);
   void complete(StepId id);
   void fail(Error error);
+  void make_ready(StepId id);
   void run_ready();
   char* address(const Slice& slice) const;
   size_t bytes(const Slice& slice) const { return slice.count * elem_; }
@@ -75,7 +76,7 @@ class ScheduleExecutor {
   std::vector<std::vector<StepId>> dependents_;  // per step: steps that wait for it
   std::vector<uint64_t> message_index_;           // per send/recv step: its pair message index
   std::vector<uint8_t> state_;                    // per step: 0 waiting, 1 issued, 2 done
-  std::vector<StepId> ready_;
+  std::vector<StepId> ready_;  // a min-heap of step ids
   size_t completed_ = 0;
   std::shared_ptr<const Error> error_;
 };
