@@ -2,7 +2,7 @@
 # Installs the Debian packages plait builds and tests with, only those that are missing;
 # with arguments, those packages instead (scripts/fuzz.sh: clang).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ make pkg-config libssl-dev libgtest-dev libgmock-dev googletest
+pkgs=(cmake ninja-build g++ make pkg-config libssl-dev zlib1g-dev libgtest-dev libgmock-dev googletest
       iproute2 procps python3 python3-dev python3-numpy python3-pytest pybind11-dev
       python3-torch libtorch-dev python3-matplotlib dataset-fashion-mnist libucx-dev ucx-utils)
 [ $# -gt 0 ] && pkgs=("$@")

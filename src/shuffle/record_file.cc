@@ -1,0 +1,81 @@
+#include "shuffle/record_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "plait/error.h"
+#include "shuffle/gensort.h"
+
+namespace plait::shuffle {
+
+namespace {
+
+// pread/pwrite until `len` bytes moved; `what` names the call for the error.
+void full_io(bool writing, int fd, uint8_t* buf, size_t len, uint64_t offset,
+             const std::string& path) {
+  while (len > 0) {
+    const ssize_t n = writing ? ::pwrite(fd, buf, len, static_cast<off_t>(offset))
+                              : ::pread(fd, buf, len, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw system_error((writing ? "write " : "read ") + path, errno);
+    if (n == 0)
+      throw invalid_usage(path + ": ended at byte " + std::to_string(offset) +
+                          " while it was being read (truncated by someone else?)");
+    buf += n;
+    len -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+}  // namespace
+
+RecordReader::RecordReader(std::string path) : path_(std::move(path)) {
+  fd_ = net::Fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd_.valid()) throw system_error("open " + path_, errno);
+  struct stat st{};
+  if (::fstat(fd_.get(), &st) != 0) throw system_error("stat " + path_, errno);
+  const auto bytes = static_cast<uint64_t>(st.st_size);
+  if (bytes % kRecordBytes != 0)
+    throw invalid_usage(path_ + ": " + std::to_string(bytes) +
+                        " bytes is not a whole number of " + std::to_string(kRecordBytes) +
+                        "-byte records");
+  records_ = bytes / kRecordBytes;
+}
+
+size_t RecordReader::read(uint8_t* out, size_t max_records) {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(max_records, records_ - position_));
+  read_at(position_, n, out);
+  position_ += n;
+  return n;
+}
+
+void RecordReader::read_at(uint64_t first, size_t count, uint8_t* out) const {
+  if (first + count > records_)
+    throw invalid_usage(path_ + ": records " + std::to_string(first) + ".." +
+                        std::to_string(first + count) + " asked of " +
+                        std::to_string(records_));
+  full_io(false, fd_.get(), out, count * kRecordBytes, first * kRecordBytes, path_);
+}
+
+RecordWriter::RecordWriter(std::string path) : path_(std::move(path)) {
+  fd_ = net::Fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd_.valid()) throw system_error("create " + path_, errno);
+}
+
+void RecordWriter::write(const uint8_t* records, size_t count) {
+  full_io(true, fd_.get(), const_cast<uint8_t*>(records), count * kRecordBytes,
+          records_ * kRecordBytes, path_);
+  records_ += count;
+}
+
+void RecordWriter::close() {
+  if (!fd_.valid()) return;
+  if (::fdatasync(fd_.get()) != 0) throw system_error("sync " + path_, errno);
+  if (::close(fd_.release()) != 0) throw system_error("close " + path_, errno);
+}
+
+}  // namespace plait::shuffle

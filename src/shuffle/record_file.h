@@ -1,0 +1,46 @@
+// Files of 100-byte records: read and written in whole records, every failure a plait::Error
+// naming the file and the OS error (a short read or write is retried, never taken for the end).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/socket.h"
+
+namespace plait::shuffle {
+
+class RecordReader {
+ public:
+  // Throws when the file cannot be opened or its length is not a whole number of records.
+  explicit RecordReader(std::string path);
+  uint64_t records() const { return records_; }
+  // Reads up to `max_records` whole records; 0 at the end.
+  size_t read(uint8_t* out, size_t max_records);
+  // Reads records [first, first + count) into out (pread; the position of read() is kept).
+  void read_at(uint64_t first, size_t count, uint8_t* out) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  net::Fd fd_;
+  uint64_t records_ = 0;
+  uint64_t position_ = 0;  // records read so far
+};
+
+class RecordWriter {
+ public:
+  // Creates (truncates) the file.
+  explicit RecordWriter(std::string path);
+  void write(const uint8_t* records, size_t count);
+  // Flushes to the disk and closes; a writer destroyed without close() leaves what it wrote.
+  void close();
+  uint64_t records() const { return records_; }
+
+ private:
+  std::string path_;
+  net::Fd fd_;
+  uint64_t records_ = 0;
+};
+
+}  // namespace plait::shuffle
