@@ -1,0 +1,81 @@
+// A shuffle: the data movement between the map and reduce stages of MapReduce and Spark.
+// Every rank is a mapper, whose records are split into one partition per rank, and a
+// reducer, which receives its partition from every mapper.
+//
+//   auto fabric = plait::rdma::Fabric::create(plait::bootstrap_from_env(30s), {.name = "shuffle"});
+//   plait::shuffle::Shuffle shuffle(*fabric, {.record_bytes = 100});
+//   shuffle.map(records, count, [&](const uint8_t* r) { return partition_of_key(r); });
+//   std::vector<uint8_t> mine = shuffle.exchange();   // partition fabric->rank(), from all
+//
+// Data path (docs/shuffle.md): map() writes the records partitioned into one region of
+// registered memory (a counting pass, then one copy of each record). exchange() sends each
+// reducer where its block is (region key, offset, length). Pull: the reducer reads the block
+// with one-sided reads, several in flight, from every mapper, starting at a different mapper
+// on every rank so that no mapper serves everybody at once; the mapper's CPU takes no part.
+// Push: the reducer sends each mapper where to put its block in a region sized from the
+// lengths, and the mapper writes it there. A mapper's own block is copied.
+//
+// Errors: a mapper that dies fails exchange() on every reducer still waiting for its block,
+// naming the mapper, the partition and the bytes; a reducer that dies fails the mappers
+// waiting for it to finish reading. Every wait is bounded by the fabric's timeout
+// (PLAIT_TIMEOUT). Nothing is silently missing: exchange() returns every block whole or
+// throws.
+//
+// Threads: one thread uses a Shuffle at a time. map() and exchange() alternate; each pair is
+// a round, collective over the fabric's ranks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "plait/rdma.h"
+
+namespace plait::shuffle {
+
+enum class ShuffleMode : uint8_t { kPull, kPush };
+
+struct ShuffleOptions {
+  size_t record_bytes = 100;
+  ShuffleMode mode = ShuffleMode::kPull;
+  size_t fetch_bytes = size_t{4} << 20;  // one read (pull) or write (push)
+  int in_flight = 4;                     // reads or writes outstanding per rank
+};
+
+struct ShuffleStats {
+  double map_s = 0;       // partitioning into registered memory
+  double exchange_s = 0;  // locations, the transfers, until every peer is done
+  uint64_t records_mapped = 0;
+  uint64_t records_received = 0;
+  uint64_t bytes_sent = 0;      // of this rank's map output, to other ranks
+  uint64_t bytes_received = 0;  // from other ranks
+};
+
+class Shuffle {
+ public:
+  // The fabric must outlive the Shuffle; the Shuffle uses it alone (its tags and queues).
+  explicit Shuffle(rdma::Fabric& fabric, ShuffleOptions options = {});
+  ~Shuffle();
+  Shuffle(const Shuffle&) = delete;
+  Shuffle& operator=(const Shuffle&) = delete;
+
+  // This round's map output: `count` records of options.record_bytes at `records`, record r
+  // going to partition partition_of(r) in [0, fabric.size()). Once per round. Throws
+  // kInvalidUsage for a partition out of range (naming it and the record), before anything
+  // is kept.
+  void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
+
+  // Collective: the records every rank mapped to partition fabric.rank(), mapper 0's first,
+  // each mapper's in the order it gave them.
+  std::vector<uint8_t> exchange();
+
+  const ShuffleStats& stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plait::shuffle
