@@ -16,6 +16,8 @@ constexpr const char* kUsage =
     "                              model; plait tune --help for the options\n"
     "  sim OP --topology SPEC ...  replay a collective's schedules on a modelled network;\n"
     "  sim topo [SPEC ...]         topology facts (diameter, bisection, cost); plait sim --help\n"
+    "  sort gen|validate ...       sort-benchmark records (gensort's) and valsort's checks;\n"
+    "                              plait sort --help\n"
     "  info                        version, providers, algorithms, PLAIT_* settings\n"
     "  help                        this summary\n"
     "  --version                   the version\n";
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   if (command == "info") return plait::cli::info_main(argc - 2, argv + 2);
   if (command == "tune") return plait::cli::tune_main(argc - 2, argv + 2);
   if (command == "sim") return plait::cli::sim_main(argc - 2, argv + 2);
+  if (command == "sort") return plait::cli::sort_main(argc - 2, argv + 2);
   std::fprintf(stderr, "plait: unknown command '%s'\n%s", argv[1], kUsage);
   return 2;
 }

@@ -1,0 +1,183 @@
+// `plait sort run --in DIR --out DIR [--mode pull|push] [--json FILE]`, under plait run -n R:
+// the distributed sort. Each rank reads its share of DIR's input files (file i goes to rank
+// i mod R), samples keys for range partitions, shuffles (plait/shuffle.h), sorts its
+// partition and writes DIR/part-RRRRR; the part files in rank order are the sorted whole.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "plait/bootstrap.h"
+#include "plait/error.h"
+#include "plait/rdma.h"
+#include "plait/shuffle.h"
+#include "shuffle/all_gather.h"
+#include "shuffle/gensort.h"
+#include "shuffle/range_partition.h"
+#include "shuffle/record_file.h"
+#include "shuffle/record_sort.h"
+#include "sort_files.h"
+
+namespace plait::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using shuffle::kRecordBytes;
+
+// The phases, in order; each rank times its own, the report takes the slowest rank's.
+constexpr const char* kPhases[] = {"read", "sample", "map", "shuffle", "sort", "write"};
+constexpr int kPhaseCount = 6;
+constexpr uint64_t kSampleTag = uint64_t{1} << 62, kTimesTag = kSampleTag + 1;
+
+struct Options {
+  std::string in, out, json;
+  shuffle::ShuffleMode mode = shuffle::ShuffleMode::kPull;
+};
+
+Options parse(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw invalid_usage(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--in") o.in = value();
+    else if (a == "--out") o.out = value();
+    else if (a == "--json") o.json = value();
+    else if (a == "--mode") {
+      const std::string& m = value();
+      if (m != "pull" && m != "push") throw invalid_usage("--mode takes pull or push, not '" + m + "'");
+      o.mode = m == "push" ? shuffle::ShuffleMode::kPush : shuffle::ShuffleMode::kPull;
+    } else {
+      throw invalid_usage("sort run: unknown argument '" + a + "'");
+    }
+  }
+  if (o.in.empty() || o.out.empty()) throw invalid_usage("sort run needs --in and --out");
+  return o;
+}
+
+class PhaseClock {
+ public:
+  void next() {
+    const auto now = Clock::now();
+    seconds_[at_++] = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+  const double* seconds() const { return seconds_; }
+
+ private:
+  Clock::time_point last_ = Clock::now();
+  double seconds_[kPhaseCount] = {};
+  int at_ = 0;
+};
+
+std::vector<uint8_t> read_share(const std::string& dir, int rank, int size) {
+  const std::vector<std::string> files = record_files(dir, "input");
+  std::vector<shuffle::RecordReader> mine;
+  uint64_t records = 0;
+  for (size_t i = static_cast<size_t>(rank); i < files.size(); i += static_cast<size_t>(size)) {
+    mine.emplace_back(files[i]);
+    records += mine.back().records();
+  }
+  std::vector<uint8_t> data(records * kRecordBytes);
+  uint64_t at = 0;
+  for (shuffle::RecordReader& r : mine) {
+    r.read_at(0, r.records(), data.data() + at * kRecordBytes);
+    at += r.records();
+  }
+  return data;
+}
+
+void report(const Options& o, const std::vector<std::vector<uint8_t>>& times, uint64_t records,
+            shuffle::ShuffleMode mode) {
+  double slowest[kPhaseCount] = {};
+  for (const std::vector<uint8_t>& t : times) {
+    const auto* s = reinterpret_cast<const double*>(t.data());
+    for (int p = 0; p < kPhaseCount; ++p) slowest[p] = std::max(slowest[p], s[p]);
+  }
+  // Wall time: each rank's phases add up to its total; the job took its slowest rank's.
+  double total = 0;
+  for (const std::vector<uint8_t>& t : times) {
+    const auto* s = reinterpret_cast<const double*>(t.data());
+    double sum = 0;
+    for (int p = 0; p < kPhaseCount; ++p) sum += s[p];
+    total = std::max(total, sum);
+  }
+  const double gb = static_cast<double>(records) * kRecordBytes / 1e9;
+  std::printf("sorted %llu records (%.3f GB) on %zu ranks, %s shuffle: %.3f s, %.3f GB/s\n",
+              static_cast<unsigned long long>(records), gb, times.size(),
+              mode == shuffle::ShuffleMode::kPull ? "pull" : "push", total, gb / total);
+  std::printf("%-8s %10s\n", "phase", "slowest(s)");
+  for (int p = 0; p < kPhaseCount; ++p) std::printf("%-8s %10.3f\n", kPhases[p], slowest[p]);
+  if (o.json.empty()) return;
+  std::ofstream js(o.json);
+  js << "{\"records\":" << records << ",\"bytes\":" << records * kRecordBytes
+     << ",\"ranks\":" << times.size() << ",\"mode\":\""
+     << (mode == shuffle::ShuffleMode::kPull ? "pull" : "push") << "\",\"seconds\":" << total
+     << ",\"GBps\":" << gb / total << ",\"phases\":{";
+  for (int p = 0; p < kPhaseCount; ++p) js << (p ? "," : "") << '"' << kPhases[p] << "\":" << slowest[p];
+  js << "}}\n";
+  if (!js) throw system_error("write " + o.json, errno);
+}
+
+}  // namespace
+
+int sort_run_main(const std::vector<std::string>& args) {
+  const Options o = parse(args);
+  const Bootstrap boot = bootstrap_from_env(std::chrono::seconds(60));
+  auto fabric = rdma::Fabric::create(boot, {.name = "sort"});
+  const int rank = fabric->rank(), size = fabric->size();
+  std::filesystem::create_directories(o.out);
+  PhaseClock clock;
+
+  std::vector<uint8_t> in = read_share(o.in, rank, size);
+  const size_t count = in.size() / kRecordBytes;
+  clock.next();
+
+  const shuffle::RangePartitioner parts =
+      shuffle::RangePartitioner::sample(*fabric, in.data(), count, 10000, kSampleTag);
+  clock.next();
+
+  shuffle::Shuffle s(*fabric, {.record_bytes = kRecordBytes, .mode = o.mode});
+  s.map(in.data(), count, [&](const uint8_t* r) { return parts.partition(r); });
+  std::vector<uint8_t>().swap(in);  // the map output holds them now
+  clock.next();
+
+  std::vector<uint8_t> mine = s.exchange();
+  clock.next();
+
+  const size_t n = mine.size() / kRecordBytes;
+  std::vector<uint8_t> sorted(mine.size());
+  shuffle::sort_records(mine.data(), n, sorted.data());
+  std::vector<uint8_t>().swap(mine);
+  clock.next();
+
+  shuffle::RecordWriter w(rank_file(o.out, "part", rank));
+  w.write(sorted.data(), n);
+  w.close();
+  clock.next();
+
+  std::vector<uint8_t> my_times(sizeof(double) * kPhaseCount);
+  std::memcpy(my_times.data(), clock.seconds(), my_times.size());
+  const auto times = shuffle::all_gather(*fabric, my_times, kTimesTag);
+  std::vector<uint8_t> my_count(sizeof(uint64_t));
+  const uint64_t records = s.stats().records_mapped;
+  std::memcpy(my_count.data(), &records, sizeof(uint64_t));
+  uint64_t total_records = 0;
+  for (const auto& c : shuffle::all_gather(*fabric, my_count, kTimesTag + 1)) {
+    uint64_t v;
+    std::memcpy(&v, c.data(), sizeof(uint64_t));
+    total_records += v;
+  }
+  std::printf("rank %d: %llu records in, %zu out -> %s\n", rank,
+              static_cast<unsigned long long>(records), n, rank_file(o.out, "part", rank).c_str());
+  if (rank == 0) report(o, times, total_records, o.mode);
+  return 0;
+}
+
+}  // namespace plait::cli
