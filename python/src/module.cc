@@ -18,6 +18,7 @@ void register_ps(py::module_& m);
 void register_compress(py::module_& m);
 void register_checkpoint(py::module_& m);
 void register_deadline(py::module_& m);
+void register_shuffle(py::module_& m);
 }
 
 namespace {
@@ -142,6 +143,7 @@ PYBIND11_MODULE(_plait, m) {
   register_compress(m);
   register_deadline(m);
   register_checkpoint(m);
+  register_shuffle(m);
 
   m.def("init", &init, py::arg("timeout") = 60.0,
         "A communicator over every rank of the job, from the environment that plait run, "

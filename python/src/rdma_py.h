@@ -115,6 +115,8 @@ class PyFabric {
   int size() const { return fabric_->size(); }
   std::string provider(int peer) const { return fabric_->provider(peer); }
   bool peer_failed(int peer) const { return fabric_->peer_failed(peer); }
+  // For services built on the fabric (plait.shuffle); valid while this object lives.
+  rdma::Fabric& raw() { return *fabric_; }
 
   std::shared_ptr<PyCompletionQueue> completion_queue();
   std::shared_ptr<PyRegion> register_buffer(pybind11::object buffer, const std::string& access);

@@ -1,0 +1,103 @@
+"""plait.shuffle: move records between the ranks of a job by key (plait/shuffle.h).
+
+    import numpy as np, plait.shuffle
+    sh = plait.shuffle.Shuffle()                    # collective, from the launcher's environment
+    rows = np.zeros(1000, dtype=[("key", "u8"), ("value", "f4", 3)])
+    mine = sh.by_key(rows, "key")                   # every row whose key hashes to this rank
+    mine = sh.exchange(rows, destinations)          # or say where each row goes (int array)
+
+Records are the elements of a 1-D NumPy array of any fixed-size dtype (structured arrays
+included), or the records_bytes-byte pieces of a bytes-like object. Data moves with one-sided
+reads of each mapper's registered memory ("pull", the default) or writes into the reducer's
+("push"). Every rank must call exchange() (or by_key()) the same number of times. A rank that
+dies fails the others' exchange with plait.RemoteError naming it.
+"""
+
+import numpy as np
+
+from . import _plait
+
+__all__ = ["Shuffle", "hash_partitions"]
+
+
+def hash_partitions(keys, parts):
+    """The partition (0 .. parts-1) of each key: a fixed hash, the same on every rank and run.
+
+    keys: a 1-D NumPy array (integers, or any fixed-size dtype, hashed by its bytes).
+    """
+    keys = np.ascontiguousarray(keys)
+    if keys.dtype.kind in "iub":
+        h = keys.astype(np.uint64)
+    else:  # FNV-1a over each key's bytes, column by column
+        raw = keys.view(np.uint8).reshape(len(keys), keys.dtype.itemsize)
+        h = np.full(len(keys), 0xCBF29CE484222325, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for col in range(raw.shape[1]):
+                h ^= raw[:, col].astype(np.uint64)
+                h *= np.uint64(0x100000001B3)
+    with np.errstate(over="ignore"):
+        h = (h * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+    return (h % np.uint64(parts)).astype(np.int32)
+
+
+class Shuffle:
+    """A shuffle among the ranks of the fabric (created from the environment if not given).
+
+    mode: "pull" (reducers read) or "push" (mappers write).
+    """
+
+    def __init__(self, fabric=None, mode="pull", name="shuffle", timeout=60.0):
+        if fabric is None:
+            fabric = _plait.Fabric(name=name, timeout=timeout)
+        self.fabric = fabric
+        self.mode = mode
+        self._cores = {}  # by record size: a shuffle carries one size of record
+
+    @property
+    def rank(self):
+        return self.fabric.rank
+
+    @property
+    def size(self):
+        return self.fabric.size
+
+    def _core(self, record_bytes):
+        core = self._cores.get(record_bytes)
+        if core is None:
+            core = _plait.Shuffle(self.fabric, record_bytes, self.mode)
+            self._cores[record_bytes] = core
+        return core
+
+    def exchange(self, records, destinations, record_bytes=None):
+        """Collective: sends records[i] to rank destinations[i]; returns what came to this rank.
+
+        The result has the records' dtype (NumPy input) or is a uint8 array (bytes input):
+        mapper 0's records first, each mapper's in their order.
+        """
+        if isinstance(records, np.ndarray):
+            arr = np.ascontiguousarray(records)
+            if arr.ndim != 1:
+                raise ValueError("records must be a 1-D array (one element per record)")
+            size = arr.dtype.itemsize
+            raw = arr.view(np.uint8).reshape(-1) if len(arr) else np.zeros(0, np.uint8)
+            out_dtype = arr.dtype
+        else:
+            if not record_bytes:
+                raise ValueError("record_bytes is needed for records that are not a NumPy array")
+            raw = np.frombuffer(records, dtype=np.uint8)
+            size, out_dtype = record_bytes, None
+        dest = np.ascontiguousarray(destinations, dtype=np.int32)
+        got = self._core(size).exchange(raw, dest)
+        return got.view(out_dtype) if out_dtype is not None else got
+
+    def by_key(self, records, key):
+        """exchange() with each record sent to the rank its key hashes to (hash_partitions).
+
+        key: a field name of a structured array, or an array of one key per record.
+        """
+        keys = records[key] if isinstance(key, str) else key
+        return self.exchange(records, hash_partitions(keys, self.size))
+
+    def stats(self, record_bytes):
+        """Counters and times of the shuffles of records of this size (map_s, exchange_s, ...)."""
+        return self._core(record_bytes).stats()
