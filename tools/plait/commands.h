@@ -11,7 +11,7 @@ int bench_main(int argc, char** argv);  // plait bench [-n N] <op> [options]
 int info_main(int argc, char** argv);   // plait info
 int tune_main(int argc, char** argv);   // plait tune [-n N] [--providers ...] [--out F]
 int sim_main(int argc, char** argv);    // plait sim OP ... | plait sim topo [SPEC ...]
-int sort_main(int argc, char** argv);   // plait sort gen|validate ...
+int sort_main(int argc, char** argv);   // plait sort gen|run|validate ...
 
 // Starts `nranks` copies of `command` on this host with an embedded store, the torchrun-style
 // environment and plait's own; prefixes output lines by rank; forwards SIGINT/SIGTERM; stops

@@ -16,8 +16,8 @@ constexpr const char* kUsage =
     "                              model; plait tune --help for the options\n"
     "  sim OP --topology SPEC ...  replay a collective's schedules on a modelled network;\n"
     "  sim topo [SPEC ...]         topology facts (diameter, bisection, cost); plait sim --help\n"
-    "  sort gen|validate ...       sort-benchmark records (gensort's) and valsort's checks;\n"
-    "                              plait sort --help\n"
+    "  sort gen|run|validate ...   the sort benchmark: gensort's records, a distributed\n"
+    "                              sort over the shuffle, valsort's checks; plait sort --help\n"
     "  info                        version, providers, algorithms, PLAIT_* settings\n"
     "  help                        this summary\n"
     "  --version                   the version\n";
