@@ -46,8 +46,8 @@ class PyShuffle {
     if (parts.dtype() != DataType::kI32 || parts.count() != count)
       throw invalid_usage("partitions must be " + std::to_string(count) +
                           " int32 values, one per record");
-    auto* out = new std::vector<uint8_t>();
-    py::capsule owner(out, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+    auto* out = new shuffle::Buffer();
+    py::capsule owner(out, [](void* p) { delete static_cast<shuffle::Buffer*>(p); });
     {
       py::gil_scoped_release nogil;
       const auto* base = static_cast<const uint8_t*>(data.data());
@@ -56,7 +56,9 @@ class PyShuffle {
       shuffle_->map(base, count, [&](const uint8_t* r) { return dest[(r - base) / rb]; });
       *out = shuffle_->exchange();
     }
-    return py::array_t<uint8_t>({static_cast<py::ssize_t>(out->size())}, {1}, out->data(), owner);
+    static uint8_t empty[1];  // NumPy wants an address even for no bytes
+    return py::array_t<uint8_t>({static_cast<py::ssize_t>(out->size())}, {1},
+                                out->empty() ? empty : out->data(), owner);
   }
 
   py::dict stats() const {

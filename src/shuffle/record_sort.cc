@@ -1,12 +1,13 @@
 #include "shuffle/record_sort.h"
 
-#include <array>
+#include <algorithm>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "plait/error.h"
+#include "plait/shuffle.h"
 #include "shuffle/gensort.h"
 
 namespace plait::shuffle {
@@ -21,11 +22,6 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == 16);
 
-inline unsigned digit(const Entry& e, int byte) {  // byte 0 is the key's first
-  return byte < 8 ? static_cast<unsigned>(e.hi >> (56 - 8 * byte)) & 0xff
-                  : static_cast<unsigned>(e.lo >> (8 * (9 - byte))) & 0xff;
-}
-
 }  // namespace
 
 void sort_records(const uint8_t* in, size_t count, uint8_t* out) {
@@ -34,31 +30,40 @@ void sort_records(const uint8_t* in, size_t count, uint8_t* out) {
   if (count > UINT32_MAX)
     throw invalid_usage("sort_records: " + std::to_string(count) +
                         " records in one call; at most 2^32 - 1");
-  auto a = std::make_unique_for_overwrite<Entry[]>(count);
-  auto b = std::make_unique_for_overwrite<Entry[]>(count);
-  // Counts for every digit in one read of the keys.
-  std::array<std::array<size_t, 256>, kKeyBytes> counts{};
+  Buffer a_mem(count * sizeof(Entry)), b_mem(count * sizeof(Entry));
+  auto* a = reinterpret_cast<Entry*>(a_mem.data());
+  auto* b = reinterpret_cast<Entry*>(b_mem.data());
+  // One pass over the keys: the entries, and how many fall in each bucket of their first
+  // 16 bits.
+  constexpr size_t kBuckets = 1 << 16;
+  std::vector<size_t> start(kBuckets + 1, 0);
   for (size_t i = 0; i < count; ++i) {
     const uint8_t* k = in + i * kRecordBytes;
     uint64_t hi;
     std::memcpy(&hi, k, 8);
-    Entry e{__builtin_bswap64(hi), static_cast<uint16_t>(k[8] << 8 | k[9]), 0,
-            static_cast<uint32_t>(i)};
-    a[i] = e;
-    for (size_t d = 0; d < kKeyBytes; ++d) ++counts[d][k[d]];
+    a[i] = Entry{__builtin_bswap64(hi), static_cast<uint16_t>(k[8] << 8 | k[9]), 0,
+                 static_cast<uint32_t>(i)};
+    ++start[(a[i].hi >> 48) + 1];
   }
-  Entry* src = a.get();
-  Entry* dst = b.get();
-  for (int byte = static_cast<int>(kKeyBytes) - 1; byte >= 0; --byte) {
-    std::array<size_t, 256>& c = counts[byte];
-    if (c[digit(src[0], byte)] == count) continue;  // every key has this byte: nothing moves
-    size_t offset = 0;
-    for (size_t& n : c) offset += std::exchange(n, offset);
-    for (size_t i = 0; i < count; ++i) dst[c[digit(src[i], byte)]++] = src[i];
-    std::swap(src, dst);
+  for (size_t d = 0; d < kBuckets; ++d) start[d + 1] += start[d];
+  // Scatter to the buckets (stable), then each bucket sorted on its own: random keys put a
+  // few hundred entries in a bucket, which sort in cache; ties are ordered by input index,
+  // so the result is the stable order whatever the skew.
+  std::vector<size_t> next(start.begin(), start.end() - 1);
+  for (size_t i = 0; i < count; ++i) b[next[a[i].hi >> 48]++] = a[i];
+  const auto less = [](const Entry& x, const Entry& y) {
+    if (x.hi != y.hi) return x.hi < y.hi;
+    if (x.lo != y.lo) return x.lo < y.lo;
+    return x.index < y.index;
+  };
+  for (size_t d = 0; d < kBuckets; ++d)
+    if (start[d + 1] - start[d] > 1) std::sort(&b[start[d]], &b[start[d + 1]], less);
+  // The records move once, in output order; the reads are random, so fetch ahead.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < count; ++i) {
+    if (i + kAhead < count) __builtin_prefetch(in + size_t{b[i + kAhead].index} * kRecordBytes);
+    std::memcpy(out + i * kRecordBytes, in + size_t{b[i].index} * kRecordBytes, kRecordBytes);
   }
-  for (size_t i = 0; i < count; ++i)
-    std::memcpy(out + i * kRecordBytes, in + size_t{src[i].index} * kRecordBytes, kRecordBytes);
 }
 
 }  // namespace plait::shuffle

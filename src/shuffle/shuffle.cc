@@ -135,7 +135,7 @@ void Shuffle::Impl::send_locations() {
   }
 }
 
-void Shuffle::Impl::receive_pull(std::vector<uint8_t>& out, const std::vector<uint64_t>& at) {
+void Shuffle::Impl::receive_pull(Buffer& out, const std::vector<uint64_t>& at) {
   struct Piece {
     int mapper;
     uint64_t offset;  // in the block
@@ -193,7 +193,7 @@ void Shuffle::Impl::finish_round() {
   }
 }
 
-std::vector<uint8_t> Shuffle::Impl::exchange() {
+Buffer Shuffle::Impl::exchange() {
   const auto start = Clock::now();
   deadline_ = start + fabric_.timeout();
   if (!mapped_) {  // nothing to give this round
@@ -208,7 +208,7 @@ std::vector<uint8_t> Shuffle::Impl::exchange() {
     at[m] = total;
     total += m == rank_ ? part_bytes_[m] : from_[m].bytes;
   }
-  std::vector<uint8_t> out(total);
+  Buffer out(total);
   if (part_bytes_[rank_] > 0)
     std::memcpy(out.data() + at[rank_],
                 static_cast<uint8_t*>(map_region_->addr()) + part_offset_[rank_], part_bytes_[rank_]);
@@ -235,7 +235,7 @@ void Shuffle::map(const void* records, size_t count,
                   const std::function<int(const uint8_t*)>& partition_of) {
   impl_->map(records, count, partition_of);
 }
-std::vector<uint8_t> Shuffle::exchange() { return impl_->exchange(); }
+Buffer Shuffle::exchange() { return impl_->exchange(); }
 const ShuffleStats& Shuffle::stats() const { return impl_->stats(); }
 
 }  // namespace plait::shuffle

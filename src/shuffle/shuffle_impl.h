@@ -37,7 +37,7 @@ class Shuffle::Impl {
   ~Impl();
 
   void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
-  std::vector<uint8_t> exchange();
+  Buffer exchange();
   const ShuffleStats& stats() const { return stats_; }
 
  private:
@@ -57,8 +57,8 @@ class Shuffle::Impl {
   std::string pending_text() const;
 
   void send_locations();
-  void receive_pull(std::vector<uint8_t>& out, const std::vector<uint64_t>& at);
-  void push_round(std::vector<uint8_t>& out, const std::vector<uint64_t>& at);
+  void receive_pull(Buffer& out, const std::vector<uint64_t>& at);
+  void push_round(Buffer& out, const std::vector<uint64_t>& at);
   void finish_round();
 
   rdma::Fabric& fabric_;

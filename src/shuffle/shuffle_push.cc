@@ -8,7 +8,7 @@
 
 namespace plait::shuffle {
 
-void Shuffle::Impl::push_round(std::vector<uint8_t>& out, const std::vector<uint64_t>& at) {
+void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
   std::unique_ptr<rdma::MemoryRegion> region;
   if (!out.empty()) region = fabric_.register_memory(out.data(), out.size(), rdma::kAccessRemoteWrite);
   const rdma::RemoteKey key = region ? region->remote_key() : rdma::RemoteKey{};

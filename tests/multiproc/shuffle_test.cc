@@ -54,7 +54,8 @@ int shuffle_child() {
     auto count = [&](int rank) { return round == 1 && rank == 0 ? 0 : kRecordsPerRank; };
     const std::vector<uint8_t> mine = records_of(me, count(me));
     s.map(mine.data(), count(me), [&](const uint8_t* r) { return partition(r, round, n); });
-    const std::vector<uint8_t> got = s.exchange();
+    const shuffle::Buffer buf = s.exchange();
+    const std::vector<uint8_t> got(buf.data(), buf.data() + buf.size());
     // What we must get: each mapper's records of our partition, mapper by mapper, in order.
     std::vector<uint8_t> want;
     for (int m = 0; m < n; ++m) {

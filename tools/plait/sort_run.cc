@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,7 @@ class PhaseClock {
   int at_ = 0;
 };
 
-std::vector<uint8_t> read_share(const std::string& dir, int rank, int size) {
+shuffle::Buffer read_share(const std::string& dir, int rank, int size) {
   const std::vector<std::string> files = record_files(dir, "input");
   std::vector<shuffle::RecordReader> mine;
   uint64_t records = 0;
@@ -84,7 +85,7 @@ std::vector<uint8_t> read_share(const std::string& dir, int rank, int size) {
     mine.emplace_back(files[i]);
     records += mine.back().records();
   }
-  std::vector<uint8_t> data(records * kRecordBytes);
+  shuffle::Buffer data(records * kRecordBytes);
   uint64_t at = 0;
   for (shuffle::RecordReader& r : mine) {
     r.read_at(0, r.records(), data.data() + at * kRecordBytes);
@@ -135,7 +136,7 @@ int sort_run_main(const std::vector<std::string>& args) {
   std::filesystem::create_directories(o.out);
   PhaseClock clock;
 
-  std::vector<uint8_t> in = read_share(o.in, rank, size);
+  shuffle::Buffer in = read_share(o.in, rank, size);
   const size_t count = in.size() / kRecordBytes;
   clock.next();
 
@@ -145,16 +146,16 @@ int sort_run_main(const std::vector<std::string>& args) {
 
   shuffle::Shuffle s(*fabric, {.record_bytes = kRecordBytes, .mode = o.mode});
   s.map(in.data(), count, [&](const uint8_t* r) { return parts.partition(r); });
-  std::vector<uint8_t>().swap(in);  // the map output holds them now
+  in = shuffle::Buffer();  // the map output holds them now
   clock.next();
 
-  std::vector<uint8_t> mine = s.exchange();
+  shuffle::Buffer mine = s.exchange();
   clock.next();
 
   const size_t n = mine.size() / kRecordBytes;
-  std::vector<uint8_t> sorted(mine.size());
+  shuffle::Buffer sorted(mine.size());
   shuffle::sort_records(mine.data(), n, sorted.data());
-  std::vector<uint8_t>().swap(mine);
+  mine = shuffle::Buffer();
   clock.next();
 
   shuffle::RecordWriter w(rank_file(o.out, "part", rank));
