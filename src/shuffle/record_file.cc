@@ -67,9 +67,14 @@ RecordWriter::RecordWriter(std::string path) : path_(std::move(path)) {
 }
 
 void RecordWriter::write(const uint8_t* records, size_t count) {
-  full_io(true, fd_.get(), const_cast<uint8_t*>(records), count * kRecordBytes,
-          records_ * kRecordBytes, path_);
+  const uint64_t offset = records_ * kRecordBytes, bytes = count * kRecordBytes;
+  full_io(true, fd_.get(), const_cast<uint8_t*>(records), bytes, offset, path_);
   records_ += count;
+  // Start the disk on these bytes now (without waiting): what a writer produces in pieces
+  // then reaches the disk while the next piece is made, not all at close(). Advice: a file
+  // system without it still gets everything at close().
+  (void)::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(bytes),
+                          SYNC_FILE_RANGE_WRITE);
 }
 
 void RecordWriter::close() {

@@ -32,6 +32,7 @@ class RecordWriter {
  public:
   // Creates (truncates) the file.
   explicit RecordWriter(std::string path);
+  // Appends; the disk starts on these bytes at once (sync_file_range), close() waits for all.
   void write(const uint8_t* records, size_t count);
   // Flushes to the disk and closes; a writer destroyed without close() leaves what it wrote.
   void close();

@@ -24,15 +24,16 @@ static_assert(sizeof(Entry) == 16);
 
 }  // namespace
 
-void sort_records(const uint8_t* in, size_t count, uint8_t* out) {
+RecordOrder::RecordOrder(const uint8_t* in, size_t count) : in_(in), count_(count) {
   if (count == 0) return;
   // Indices are 32 bits: 4 G records (400 GB) in one rank's memory is past any machine's.
   if (count > UINT32_MAX)
     throw invalid_usage("sort_records: " + std::to_string(count) +
                         " records in one call; at most 2^32 - 1");
-  Buffer a_mem(count * sizeof(Entry)), b_mem(count * sizeof(Entry));
+  Buffer a_mem(count * sizeof(Entry));
+  entries_ = Buffer(count * sizeof(Entry));
   auto* a = reinterpret_cast<Entry*>(a_mem.data());
-  auto* b = reinterpret_cast<Entry*>(b_mem.data());
+  auto* b = reinterpret_cast<Entry*>(entries_.data());
   // One pass over the keys: the entries, and how many fall in each bucket of their first
   // 16 bits.
   constexpr size_t kBuckets = 1 << 16;
@@ -58,12 +59,20 @@ void sort_records(const uint8_t* in, size_t count, uint8_t* out) {
   };
   for (size_t d = 0; d < kBuckets; ++d)
     if (start[d + 1] - start[d] > 1) std::sort(&b[start[d]], &b[start[d + 1]], less);
-  // The records move once, in output order; the reads are random, so fetch ahead.
+}
+
+void RecordOrder::gather(size_t first, size_t n, uint8_t* out) const {
+  const auto* e = reinterpret_cast<const Entry*>(entries_.data()) + first;
+  // The reads are random: fetch ahead.
   constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < count; ++i) {
-    if (i + kAhead < count) __builtin_prefetch(in + size_t{b[i + kAhead].index} * kRecordBytes);
-    std::memcpy(out + i * kRecordBytes, in + size_t{b[i].index} * kRecordBytes, kRecordBytes);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) __builtin_prefetch(in_ + size_t{e[i + kAhead].index} * kRecordBytes);
+    std::memcpy(out + i * kRecordBytes, in_ + size_t{e[i].index} * kRecordBytes, kRecordBytes);
   }
+}
+
+void sort_records(const uint8_t* in, size_t count, uint8_t* out) {
+  RecordOrder(in, count).gather(0, count, out);
 }
 
 }  // namespace plait::shuffle

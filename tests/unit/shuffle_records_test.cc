@@ -185,6 +185,15 @@ TEST(RecordSort, OrdersByTheKeyBytesAsUnsigned) {
   EXPECT_EQ(order, (std::vector<int>{3, 0, 2, 1}));
 }
 
+TEST(RecordSort, AnOrderGatheredInPiecesIsTheWholeSort) {
+  std::vector<uint8_t> in = records(0, 10007), whole(in.size()), pieces(in.size());
+  sort_records(in.data(), 10007, whole.data());
+  const RecordOrder order(in.data(), 10007);
+  for (size_t at = 0; at < 10007; at += 1000)
+    order.gather(at, std::min<size_t>(1000, 10007 - at), pieces.data() + at * kRecordBytes);
+  EXPECT_EQ(pieces, whole);
+}
+
 TEST(RecordSort, EqualKeysKeepTheirOrder) {
   // Every record with one key (the worst skew): nothing moves, the sort is stable.
   std::vector<uint8_t> in = records(0, 1000);
