@@ -92,7 +92,9 @@ class Shuffle {
   void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
 
   // Collective: the records every rank mapped to partition fabric.rank(), mapper 0's first,
-  // each mapper's in the order it gave them.
+  // each mapper's in the order it gave them. On a failure the round's pending operations are
+  // cancelled (nothing lands in freed memory) and the map output dropped; the Shuffle can
+  // start another round, which every rank must then also start.
   Buffer exchange();
 
   const ShuffleStats& stats() const;

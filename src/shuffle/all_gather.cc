@@ -57,15 +57,21 @@ std::vector<std::vector<uint8_t>> all_gather(rdma::Fabric& fabric, const std::ve
   const uint64_t my_size = mine.size();
   std::vector<uint8_t> size_msg(sizeof(uint64_t));
   std::memcpy(size_msg.data(), &my_size, sizeof(uint64_t));
-  exchange_round(fabric, *cq, tag, sizes, size_msg, deadline, "the size of its message");
   std::vector<std::vector<uint8_t>> all(n);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    uint64_t len;
-    std::memcpy(&len, sizes[p].data(), sizeof(uint64_t));
-    all[p].resize(len);
+  try {
+    exchange_round(fabric, *cq, tag, sizes, size_msg, deadline, "the size of its message");
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      uint64_t len;
+      std::memcpy(&len, sizes[p].data(), sizeof(uint64_t));
+      all[p].resize(len);
+    }
+    exchange_round(fabric, *cq, tag, all, mine, deadline, "its message");
+  } catch (...) {
+    // Messages still posted into the buffers the unwind frees: nothing more lands in them.
+    fabric.cancel(*cq);
+    throw;
   }
-  exchange_round(fabric, *cq, tag, all, mine, deadline, "its message");
   all[me] = mine;
   return all;
 }

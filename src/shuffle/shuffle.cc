@@ -194,6 +194,25 @@ void Shuffle::Impl::finish_round() {
 }
 
 Buffer Shuffle::Impl::exchange() {
+  try {
+    return run_round();
+  } catch (...) {
+    // Receives, reads and writes of this round may still be posted into buffers the unwind
+    // frees (the push round's locals, the partition being filled): the fabric fails them
+    // all, and from cancel()'s return writes nothing more into them. The round is over; the
+    // next starts clean, its messages tagged apart from this one's leftovers.
+    fabric_.cancel(*cq_);
+    rdma::Completion drained;
+    while (cq_->poll(&drained)) {
+    }
+    map_region_.reset();
+    mapped_ = false;
+    ++round_;
+    throw;
+  }
+}
+
+Buffer Shuffle::Impl::run_round() {
   const auto start = Clock::now();
   deadline_ = start + fabric_.timeout();
   if (!mapped_) {  // nothing to give this round

@@ -56,6 +56,7 @@ class Shuffle::Impl {
   std::string block_text(int mapper, uint64_t bytes) const;
   std::string pending_text() const;
 
+  Buffer run_round();  // exchange()'s body; exchange() cleans up after a failure
   void send_locations();
   void receive_pull(Buffer& out, const std::vector<uint64_t>& at);
   void push_round(Buffer& out, const std::vector<uint64_t>& at);
