@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "shuffle/gensort.h"
-#include "shuffle/record_file.h"
 #include "support/job.h"
 
 namespace plait::testing {

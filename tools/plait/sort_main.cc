@@ -3,9 +3,8 @@
 //   plait sort gen --records N [--first F] [--ascii] --out DIR   each rank of the job (or one
 //        process) writes its share of records F .. F+N-1, as gensort makes them, to
 //        DIR/input-RRRRR
+//   plait sort run --in DIR --out DIR2       the distributed sort (sort_run.cc)
 //   plait sort validate DIR [--expect DIR2]   valsort's checks over DIR's files in name order
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

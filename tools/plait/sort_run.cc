@@ -33,7 +33,7 @@ using shuffle::kRecordBytes;
 // orders the keys; "write" gathers the records in that order and writes them, piece by piece.
 constexpr const char* kPhases[] = {"read", "sample", "map", "shuffle", "sort", "write"};
 constexpr int kPhaseCount = 6;
-constexpr uint64_t kSampleTag = uint64_t{1} << 62, kTimesTag = kSampleTag + 1;
+constexpr uint64_t kSampleTag = uint64_t{1} << 62, kReportTag = kSampleTag + 1;
 
 struct Options {
   std::string in, out, json;
@@ -95,31 +95,35 @@ shuffle::Buffer read_share(const std::string& dir, int rank, int size) {
   return data;
 }
 
-void report(const Options& o, const std::vector<std::vector<uint8_t>>& times, uint64_t records,
-            shuffle::ShuffleMode mode) {
+// What each rank tells rank 0 at the end, in one message.
+struct RankReport {
+  double seconds[kPhaseCount];
+  uint64_t records;  // mapped by this rank
+};
+
+void report(const Options& o, const std::vector<RankReport>& ranks, shuffle::ShuffleMode mode) {
   double slowest[kPhaseCount] = {};
-  for (const std::vector<uint8_t>& t : times) {
-    const auto* s = reinterpret_cast<const double*>(t.data());
-    for (int p = 0; p < kPhaseCount; ++p) slowest[p] = std::max(slowest[p], s[p]);
-  }
-  // Wall time: each rank's phases add up to its total; the job took its slowest rank's.
-  double total = 0;
-  for (const std::vector<uint8_t>& t : times) {
-    const auto* s = reinterpret_cast<const double*>(t.data());
+  double total = 0;  // the job took its slowest rank's sum of phases
+  uint64_t records = 0;
+  for (const RankReport& r : ranks) {
     double sum = 0;
-    for (int p = 0; p < kPhaseCount; ++p) sum += s[p];
+    for (int p = 0; p < kPhaseCount; ++p) {
+      slowest[p] = std::max(slowest[p], r.seconds[p]);
+      sum += r.seconds[p];
+    }
     total = std::max(total, sum);
+    records += r.records;
   }
   const double gb = static_cast<double>(records) * kRecordBytes / 1e9;
   std::printf("sorted %llu records (%.3f GB) on %zu ranks, %s shuffle: %.3f s, %.3f GB/s\n",
-              static_cast<unsigned long long>(records), gb, times.size(),
+              static_cast<unsigned long long>(records), gb, ranks.size(),
               mode == shuffle::ShuffleMode::kPull ? "pull" : "push", total, gb / total);
   std::printf("%-8s %10s\n", "phase", "slowest(s)");
   for (int p = 0; p < kPhaseCount; ++p) std::printf("%-8s %10.3f\n", kPhases[p], slowest[p]);
   if (o.json.empty()) return;
   std::ofstream js(o.json);
   js << "{\"records\":" << records << ",\"bytes\":" << records * kRecordBytes
-     << ",\"ranks\":" << times.size() << ",\"mode\":\""
+     << ",\"ranks\":" << ranks.size() << ",\"mode\":\""
      << (mode == shuffle::ShuffleMode::kPull ? "pull" : "push") << "\",\"seconds\":" << total
      << ",\"GBps\":" << gb / total << ",\"phases\":{";
   for (int p = 0; p < kPhaseCount; ++p) js << (p ? "," : "") << '"' << kPhases[p] << "\":" << slowest[p];
@@ -170,21 +174,21 @@ int sort_run_main(const std::vector<std::string>& args) {
   w.close();
   clock.next();
 
-  std::vector<uint8_t> my_times(sizeof(double) * kPhaseCount);
-  std::memcpy(my_times.data(), clock.seconds(), my_times.size());
-  const auto times = shuffle::all_gather(*fabric, my_times, kTimesTag);
-  std::vector<uint8_t> my_count(sizeof(uint64_t));
-  const uint64_t records = s.stats().records_mapped;
-  std::memcpy(my_count.data(), &records, sizeof(uint64_t));
-  uint64_t total_records = 0;
-  for (const auto& c : shuffle::all_gather(*fabric, my_count, kTimesTag + 1)) {
-    uint64_t v;
-    std::memcpy(&v, c.data(), sizeof(uint64_t));
-    total_records += v;
+  RankReport mine_report{};
+  std::memcpy(mine_report.seconds, clock.seconds(), sizeof(mine_report.seconds));
+  mine_report.records = s.stats().records_mapped;
+  std::vector<uint8_t> msg(sizeof(RankReport));
+  std::memcpy(msg.data(), &mine_report, sizeof(RankReport));
+  std::vector<RankReport> ranks;
+  for (const std::vector<uint8_t>& m : shuffle::all_gather(*fabric, msg, kReportTag)) {
+    RankReport r;
+    std::memcpy(&r, m.data(), sizeof(RankReport));
+    ranks.push_back(r);
   }
   std::printf("rank %d: %llu records in, %zu out -> %s\n", rank,
-              static_cast<unsigned long long>(records), n, rank_file(o.out, "part", rank).c_str());
-  if (rank == 0) report(o, times, total_records, o.mode);
+              static_cast<unsigned long long>(mine_report.records), n,
+              rank_file(o.out, "part", rank).c_str());
+  if (rank == 0) report(o, ranks, o.mode);
   return 0;
 }
 
