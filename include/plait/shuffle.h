@@ -21,14 +21,24 @@
 // (PLAIT_TIMEOUT). Nothing is silently missing: exchange() returns every block whole or
 // throws.
 //
-// Threads: one thread uses a Shuffle at a time. map() and exchange() alternate; each pair is
-// a round, collective over the fabric's ranks.
+// Bounded memory (docs/shuffle.md, "Spill"): map() may be called several times in a round,
+// each call's output being one run. With a memory budget, the runs over it are spilled to a
+// file in spill_dir (sorted by key within each partition when key_bytes is set), and a
+// reducer reads a spilled block by asking its mapper, which serves the read from the file
+// while it waits for its own blocks. With key_bytes set, a reducer gets its partition merged
+// in key order from all runs, fetching each run a window at a time while it merges; with
+// exchange(sink) it never holds the partition whole, so a skewed partition (every key equal)
+// costs the budget, not its size.
+//
+// Threads: one thread uses a Shuffle at a time. map() and exchange() alternate; each
+// exchange() ends a round, collective over the fabric's ranks.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "plait/rdma.h"
@@ -42,6 +52,13 @@ struct ShuffleOptions {
   ShuffleMode mode = ShuffleMode::kPull;
   size_t fetch_bytes = size_t{4} << 20;  // one read (pull) or write (push)
   int in_flight = 4;                     // reads or writes outstanding per rank
+  // > 0: blocks are sorted by the records' first key_bytes bytes (memcmp order) and a
+  // reducer's partition comes merged in that order.
+  size_t key_bytes = 0;
+  // > 0: at most this many bytes of map output stay in memory (runs past it are spilled),
+  // and a reducer merging keeps its windows within it. Pull mode only.
+  size_t memory_bytes = 0;
+  std::string spill_dir;  // where spill files go; "" = $TMPDIR, else /tmp
 };
 
 // Memory for records: page-aligned and uninitialised (a vector would write a gigabyte of
@@ -75,6 +92,9 @@ struct ShuffleStats {
   uint64_t records_received = 0;
   uint64_t bytes_sent = 0;      // of this rank's map output, to other ranks
   uint64_t bytes_received = 0;  // from other ranks
+  uint64_t runs_spilled = 0;
+  uint64_t bytes_spilled = 0;
+  uint64_t spill_requests_served = 0;  // reads of this rank's spill file for other ranks
 };
 
 class Shuffle {
@@ -85,17 +105,26 @@ class Shuffle {
   Shuffle(const Shuffle&) = delete;
   Shuffle& operator=(const Shuffle&) = delete;
 
-  // This round's map output: `count` records of options.record_bytes at `records`, record r
-  // going to partition partition_of(r) in [0, fabric.size()). Once per round. Throws
-  // kInvalidUsage for a partition out of range (naming it and the record), before anything
-  // is kept.
+  // Map output of this round: `count` records of options.record_bytes at `records`, record r
+  // going to partition partition_of(r) in [0, fabric.size()). The records are copied (the
+  // caller may reuse its memory at once); each call is one run, at most kMaxRuns a round.
+  // Throws kInvalidUsage for a partition out of range (naming it and the record), before
+  // anything is kept; kSystem when a spill cannot be written.
   void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
+  static constexpr size_t kMaxRuns = 1024;
 
   // Collective: the records every rank mapped to partition fabric.rank(), mapper 0's first,
   // each mapper's in the order it gave them. On a failure the round's pending operations are
   // cancelled (nothing lands in freed memory) and the map output dropped; the Shuffle can
   // start another round, which every rank must then also start.
   Buffer exchange();
+
+  // Collective, as exchange(), but the partition goes to `sink` a batch of records at a time
+  // (each batch valid during the call only): in key order when key_bytes is set, else
+  // mapper by mapper. In pull mode with a memory budget, memory stays within it whatever
+  // the partition's size.
+  using Sink = std::function<void(const uint8_t* records, size_t count)>;
+  void exchange(const Sink& sink);
 
   const ShuffleStats& stats() const;
 

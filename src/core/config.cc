@@ -417,6 +417,18 @@ std::vector<SettingRow> make_rows() {
        [](const Config& c, const std::string&) {
          return std::string(kWaitPolicies[static_cast<size_t>(c.ps_wait)]);
        }},
+      {{"PLAIT_SHUFFLE_MEMORY", "bytes, or 0 (no budget)", "0",
+        "Shuffle (plait sort run): map output kept in memory per rank before runs spill to files; also bounds a reducer's merge windows"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         c.shuffle_memory_bytes = v == "0" ? 0 : parse_bytes_setting(n, v, 1);
+       },
+       [](const Config& c, const std::string&) {
+         return c.shuffle_memory_bytes == 0 ? std::string("0") : format_bytes(c.shuffle_memory_bytes);
+       }},
+      {{"PLAIT_SHUFFLE_SPILL_DIR", "string", "",
+        "Shuffle: directory of spill files (created unlinked, gone with the process); empty = $TMPDIR, else /tmp"},
+       [](Config& c, const std::string&, const std::string& v) { c.shuffle_spill_dir = trim(v); },
+       [](const Config& c, const std::string&) { return c.shuffle_spill_dir; }},
       {{"PLAIT_RUN_GRACE_S", "seconds", "3",
         "plait run: time between SIGTERM and SIGKILL when it stops ranks; also 500ms"},
        [](Config& c, const std::string& n, const std::string& v) {

@@ -60,6 +60,10 @@ struct Config {
   int ps_slots = 8;                            // PLAIT_PS_SLOTS
   size_t ps_window_bytes = size_t{2} << 20;    // PLAIT_PS_WINDOW (0: no window)
   WaitPolicy ps_wait = WaitPolicy::kHybrid;    // PLAIT_PS_WAIT
+  // The shuffle (plait sort run): map output held in memory before spilling (0: no budget),
+  // and where spill files go ("" = $TMPDIR, else /tmp).
+  size_t shuffle_memory_bytes = 0;  // PLAIT_SHUFFLE_MEMORY
+  std::string shuffle_spill_dir;    // PLAIT_SHUFFLE_SPILL_DIR
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL
   // PLAIT_BIND: plait run's CPU binding (none, auto, core). Not bound by default: a rank's
   // helper threads (the torch backend's completion thread) then need not share its core.

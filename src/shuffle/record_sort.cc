@@ -22,9 +22,28 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == 16);
 
+// The key's first 10 bytes as (big-endian 8, big-endian 2), zero-padded when shorter.
+Entry make_entry(const uint8_t* k, size_t key_bytes, size_t index) {
+  uint64_t hi;
+  if (key_bytes >= 10) {
+    std::memcpy(&hi, k, 8);
+    return Entry{__builtin_bswap64(hi), static_cast<uint16_t>(k[8] << 8 | k[9]), 0,
+                 static_cast<uint32_t>(index)};
+  }
+  uint8_t head[10] = {};
+  std::memcpy(head, k, key_bytes);
+  std::memcpy(&hi, head, 8);
+  return Entry{__builtin_bswap64(hi), static_cast<uint16_t>(head[8] << 8 | head[9]), 0,
+               static_cast<uint32_t>(index)};
+}
+
 }  // namespace
 
-RecordOrder::RecordOrder(const uint8_t* in, size_t count) : in_(in), count_(count) {
+RecordOrder::RecordOrder(const uint8_t* in, size_t count, size_t record_bytes, size_t key_bytes)
+    : in_(in), count_(count), record_bytes_(record_bytes) {
+  if (key_bytes == 0 || key_bytes > record_bytes)
+    throw invalid_usage("sort_records: a key of " + std::to_string(key_bytes) +
+                        " bytes in records of " + std::to_string(record_bytes));
   if (count == 0) return;
   // Indices are 32 bits: 4 G records (400 GB) in one rank's memory is past any machine's.
   if (count > UINT32_MAX)
@@ -39,11 +58,7 @@ RecordOrder::RecordOrder(const uint8_t* in, size_t count) : in_(in), count_(coun
   constexpr size_t kBuckets = 1 << 16;
   std::vector<size_t> start(kBuckets + 1, 0);
   for (size_t i = 0; i < count; ++i) {
-    const uint8_t* k = in + i * kRecordBytes;
-    uint64_t hi;
-    std::memcpy(&hi, k, 8);
-    a[i] = Entry{__builtin_bswap64(hi), static_cast<uint16_t>(k[8] << 8 | k[9]), 0,
-                 static_cast<uint32_t>(i)};
+    a[i] = make_entry(in + i * record_bytes, key_bytes, i);
     ++start[(a[i].hi >> 48) + 1];
   }
   for (size_t d = 0; d < kBuckets; ++d) start[d + 1] += start[d];
@@ -57,8 +72,21 @@ RecordOrder::RecordOrder(const uint8_t* in, size_t count) : in_(in), count_(coun
     if (x.lo != y.lo) return x.lo < y.lo;
     return x.index < y.index;
   };
-  for (size_t d = 0; d < kBuckets; ++d)
-    if (start[d + 1] - start[d] > 1) std::sort(&b[start[d]], &b[start[d + 1]], less);
+  // Past 10 bytes, the rest of the key decides between equal heads.
+  const auto long_less = [&](const Entry& x, const Entry& y) {
+    if (x.hi != y.hi) return x.hi < y.hi;
+    if (x.lo != y.lo) return x.lo < y.lo;
+    const int c = std::memcmp(in + size_t{x.index} * record_bytes + 10,
+                              in + size_t{y.index} * record_bytes + 10, key_bytes - 10);
+    return c != 0 ? c < 0 : x.index < y.index;
+  };
+  for (size_t d = 0; d < kBuckets; ++d) {
+    if (start[d + 1] - start[d] < 2) continue;
+    if (key_bytes > 10)
+      std::sort(&b[start[d]], &b[start[d + 1]], long_less);
+    else
+      std::sort(&b[start[d]], &b[start[d + 1]], less);
+  }
 }
 
 void RecordOrder::gather(size_t first, size_t n, uint8_t* out) const {
@@ -66,13 +94,14 @@ void RecordOrder::gather(size_t first, size_t n, uint8_t* out) const {
   // The reads are random: fetch ahead.
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) __builtin_prefetch(in_ + size_t{e[i + kAhead].index} * kRecordBytes);
-    std::memcpy(out + i * kRecordBytes, in_ + size_t{e[i].index} * kRecordBytes, kRecordBytes);
+    if (i + kAhead < n) __builtin_prefetch(in_ + size_t{e[i + kAhead].index} * record_bytes_);
+    std::memcpy(out + i * record_bytes_, in_ + size_t{e[i].index} * record_bytes_, record_bytes_);
   }
 }
 
-void sort_records(const uint8_t* in, size_t count, uint8_t* out) {
-  RecordOrder(in, count).gather(0, count, out);
+void sort_records(const uint8_t* in, size_t count, uint8_t* out, size_t record_bytes,
+                  size_t key_bytes) {
+  RecordOrder(in, count, record_bytes, key_bytes).gather(0, count, out);
 }
 
 }  // namespace plait::shuffle

@@ -1,6 +1,7 @@
+// A round of the shuffle: block locations, the transfers (shuffle_fetch.cc for pull,
+// shuffle_push.cc for push), the end of the round; and the waits every step goes through.
 #include <algorithm>
 #include <cstring>
-#include <deque>
 
 #include "plait/error.h"
 #include "shuffle/shuffle_impl.h"
@@ -12,84 +13,45 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-Shuffle::Impl::Impl(rdma::Fabric& fabric, ShuffleOptions options)
-    : fabric_(fabric), options_(options), rank_(fabric.rank()), size_(fabric.size()),
-      cq_(fabric.create_cq()) {
-  if (options_.record_bytes == 0) throw invalid_usage("shuffle: record_bytes must be positive");
-  if (options_.fetch_bytes < options_.record_bytes) options_.fetch_bytes = options_.record_bytes;
-  if (options_.in_flight < 1) options_.in_flight = 1;
-}
-
-Shuffle::Impl::~Impl() = default;
-
-void Shuffle::Impl::map(const void* records, size_t count,
-                        const std::function<int(const uint8_t*)>& partition_of) {
-  if (mapped_) throw invalid_usage("shuffle: map() twice in one round; exchange() first");
-  const auto start = Clock::now();
-  const auto* in = static_cast<const uint8_t*>(records);
-  const size_t rb = options_.record_bytes;
-  // Counting pass: each record's partition, once.
-  std::vector<uint32_t> part(count);
-  std::vector<uint64_t> counts(size_, 0);
-  for (size_t i = 0; i < count; ++i) {
-    const int p = partition_of(in + i * rb);
-    if (p < 0 || p >= size_)
-      throw invalid_usage("record " + std::to_string(i) + " mapped to partition " +
-                              std::to_string(p) + ", not one of 0.." + std::to_string(size_ - 1),
-                          {.rank = rank_, .op = "shuffle map"});
-    part[i] = static_cast<uint32_t>(p);
-    ++counts[p];
-  }
-  part_offset_.assign(size_, 0);
-  part_bytes_.assign(size_, 0);
-  uint64_t total = 0;
-  for (int p = 0; p < size_; ++p) {
-    part_offset_[p] = total;
-    part_bytes_[p] = counts[p] * rb;
-    total += part_bytes_[p];
-  }
-  map_region_.reset();
-  if (total > 0) {
-    map_region_ = fabric_.allocate_memory(total, rdma::kAccessRemoteRead);
-    auto* base = static_cast<uint8_t*>(map_region_->addr());
-    std::vector<uint64_t> next = part_offset_;
-    for (size_t i = 0; i < count; ++i) {
-      std::memcpy(base + next[part[i]], in + i * rb, rb);
-      next[part[i]] += rb;
-    }
-  }
-  mapped_ = true;
-  stats_.records_mapped += count;
-  stats_.map_s += since(start);
-}
-
-rdma::Completion Shuffle::Impl::next(const std::string& waiting_for) {
+rdma::Completion Shuffle::Impl::wait_one(const std::string& waiting_for) {
+  // The timeout counts from the last completion: a long round is fine, a stalled one is not.
   rdma::Completion c;
-  const auto left = deadline_ - Clock::now();
-  if (left <= Clock::duration::zero() ||
-      !cq_->wait(&c, std::chrono::duration_cast<std::chrono::microseconds>(left))) {
+  if (!cq_->wait(&c, std::chrono::duration_cast<std::chrono::microseconds>(fabric_.timeout())))
     throw timeout_error("round " + std::to_string(round_) + ": waited " +
                             std::to_string(fabric_.timeout().count()) + " ms for " + waiting_for,
                         {.rank = rank_, .op = "shuffle"});
-  }
-  if (!c.ok()) {
-    const int peer = ctx_peer(c.context);
-    std::string what;
-    switch (ctx_op(c.context)) {
-      case Op::kLocationIn: what = "the location of its block from mapper " + std::to_string(peer); break;
-      case Op::kTargetIn: what = "where to write its block, from reducer " + std::to_string(peer); break;
-      case Op::kDoneIn: what = "the end of the round from rank " + std::to_string(peer); break;
-      case Op::kSend: what = "a message to rank " + std::to_string(peer); break;
-      case Op::kRead: what = "reading " + block_text(peer, from_[peer].bytes); break;
-      case Op::kWrite: what = "writing its block of partition " + std::to_string(peer) + " (" +
-                              std::to_string(part_bytes_[peer]) + " bytes) to reducer " +
-                              std::to_string(peer); break;
-    }
-    throw Error(c.error->category(),
-                "round " + std::to_string(round_) + ": " + what + ": " + c.error->message(),
-                {.rank = rank_, .peer = peer, .op = "shuffle"});
-  }
+  if (!c.ok()) fail(c);
   return c;
+}
+
+rdma::Completion Shuffle::Impl::next(const std::string& waiting_for) {
+  for (;;) {
+    rdma::Completion c = wait_one(waiting_for);
+    if (!serve(c)) return c;
+  }
+}
+
+void Shuffle::Impl::fail(const rdma::Completion& c) {
+  const int peer = ctx_peer(c.context);
+  const uint64_t from = peer < static_cast<int>(from_bytes_.size()) ? from_bytes_[peer] : 0;
+  std::string what;
+  switch (ctx_op(c.context)) {
+    case Op::kLocationIn: what = "the locations of its blocks from mapper " + std::to_string(peer); break;
+    case Op::kTargetIn: what = "where to write its blocks, from reducer " + std::to_string(peer); break;
+    case Op::kDoneIn: what = "the end of the round from rank " + std::to_string(peer); break;
+    case Op::kSend: what = "a message to rank " + std::to_string(peer); break;
+    case Op::kRead: what = "reading " + block_text(peer, from); break;
+    case Op::kData: what = "reading the spilled part of " + block_text(peer, from); break;
+    case Op::kWrite:
+      what = "writing its blocks of partition " + std::to_string(peer) + " (" +
+             std::to_string(part_bytes_[peer]) + " bytes) to reducer " + std::to_string(peer);
+      break;
+    case Op::kRequestIn: what = "read requests for its spill file from reducer " + std::to_string(peer); break;
+    case Op::kServed: what = "sending spilled records to reducer " + std::to_string(peer); break;
+  }
+  throw Error(c.error->category(),
+              "round " + std::to_string(round_) + ": " + what + ": " + c.error->message(),
+              {.rank = rank_, .peer = peer, .op = "shuffle"});
 }
 
 std::string Shuffle::Impl::block_text(int mapper, uint64_t bytes) const {
@@ -97,79 +59,96 @@ std::string Shuffle::Impl::block_text(int mapper, uint64_t bytes) const {
          std::to_string(mapper) + " (" + std::to_string(bytes) + " bytes)";
 }
 
+void Shuffle::Impl::begin_round() {
+  from_.assign(size_, {});
+  from_bytes_.assign(size_, 0);
+  request_queue_.assign(size_, {});
+  requests_out_.assign(size_, 0);
+  fetches_ = 0;
+  if (spill_) post_serving();
+}
+
 void Shuffle::Impl::send_locations() {
   // Posted receives first: a peer's message then lands straight in from_.
-  from_.assign(size_, BlockWire{});
   int expected = 0;
   for (int m = 0; m < size_; ++m) {
     if (m == rank_) continue;
-    fabric_.recv(m, &from_[m], sizeof(BlockWire), tag(MsgKind::kLocation), *cq_,
-                 ctx(Op::kLocationIn, m));
+    from_[m].assign(Shuffle::kMaxRuns + 1, BlockWire{});
+    fabric_.recv(m, from_[m].data(), from_[m].size() * sizeof(BlockWire), tag(MsgKind::kLocation),
+                 *cq_, ctx(Op::kLocationIn, m));
     ++expected;
   }
-  std::vector<BlockWire> out(size_);
-  const rdma::RemoteKey key = map_region_ ? map_region_->remote_key() : rdma::RemoteKey{};
+  // Our blocks for each reducer: a header, then the run's non-empty segments.
+  own_.assign(size_, {});
+  own_data_.clear();
   for (int r = 0; r < size_; ++r) {
+    own_[r].push_back(BlockWire{});
+    for (const Run& run : runs_) {
+      if (run.bytes[r] == 0) continue;
+      if (r == rank_) own_data_.push_back(run.spilled ? nullptr : run_data(run) + run.offset[r]);
+      BlockWire b;
+      if (run.spilled) {
+        b.offset = run.file_offset + run.offset[r];
+        b.in_file = 1;
+      } else {
+        const rdma::RemoteKey key = run.region->remote_key();
+        b.addr = key.addr;
+        b.length = key.length;
+        b.key = key.key;
+        b.offset = run.offset[r];
+      }
+      b.bytes = run.bytes[r];
+      own_[r].push_back(b);
+    }
+    own_[r][0].offset = own_[r].size() - 1;
+    own_[r][0].bytes = part_bytes_[r];
     if (r == rank_) continue;
-    out[r] = {key.addr, key.length, key.key, part_offset_[r], part_bytes_[r]};
-    fabric_.send(r, &out[r], sizeof(BlockWire), tag(MsgKind::kLocation), 0, *cq_, ctx(Op::kSend, r));
+    fabric_.send(r, own_[r].data(), own_[r].size() * sizeof(BlockWire), tag(MsgKind::kLocation), 0,
+                 *cq_, ctx(Op::kSend, r));
     ++expected;
   }
+  from_[rank_].assign(own_[rank_].begin() + 1, own_[rank_].end());
+  from_bytes_[rank_] = part_bytes_[rank_];
   std::vector<uint8_t> have(size_, 0);
   while (expected > 0) {
     std::string waiting;
     for (int m = 0; m < size_; ++m)
       if (m != rank_ && !have[m]) {
-        waiting = "the location of its block from mapper " + std::to_string(m);
+        waiting = "the locations of its blocks from mapper " + std::to_string(m);
         break;
       }
     rdma::Completion c = next(waiting.empty() ? "its location messages to be sent" : waiting);
     if (ctx_op(c.context) == Op::kLocationIn) {
       const int m = ctx_peer(c.context);
-      if (c.bytes != sizeof(BlockWire))
-        throw remote_error("a location message of " + std::to_string(c.bytes) + " bytes",
-                           {.rank = rank_, .peer = m, .op = "shuffle"});
+      const size_t entries = c.bytes / sizeof(BlockWire);
+      const auto bad = [&](const std::string& why) {
+        return remote_error("mapper " + std::to_string(m) + " sent a location message of " +
+                                std::to_string(c.bytes) + " bytes: " + why,
+                            {.rank = rank_, .peer = m, .op = "shuffle"});
+      };
+      if (c.bytes % sizeof(BlockWire) != 0 || entries == 0) throw bad("not whole entries");
+      if (from_[m][0].offset != entries - 1) throw bad("its header counts " + std::to_string(from_[m][0].offset) + " blocks");
+      from_bytes_[m] = from_[m][0].bytes;
+      uint64_t sum = 0;
+      for (size_t i = 1; i < entries; ++i) sum += from_[m][i].bytes;
+      if (sum != from_bytes_[m]) throw bad("its blocks add up to " + std::to_string(sum) + " bytes, not " + std::to_string(from_bytes_[m]));
+      from_[m].erase(from_[m].begin());
+      from_[m].resize(entries - 1);
       have[m] = 1;
     }
     --expected;
   }
 }
 
-void Shuffle::Impl::receive_pull(Buffer& out, const std::vector<uint64_t>& at) {
-  struct Piece {
-    int mapper;
-    uint64_t offset;  // in the block
-    uint64_t bytes;
-  };
-  // Mapper rank+1 first, then rank+2, ...: reducers start on different mappers.
-  std::deque<Piece> todo;
-  for (int k = 1; k < size_; ++k) {
-    const int m = (rank_ + k) % size_;
-    for (uint64_t off = 0; off < from_[m].bytes; off += options_.fetch_bytes)
-      todo.push_back({m, off, std::min<uint64_t>(options_.fetch_bytes, from_[m].bytes - off)});
-  }
-  int in_flight = 0;
-  while (!todo.empty() || in_flight > 0) {
-    while (!todo.empty() && in_flight < options_.in_flight) {
-      const Piece p = todo.front();
-      todo.pop_front();
-      const BlockWire& b = from_[p.mapper];
-      fabric_.read(p.mapper, out.data() + at[p.mapper] + p.offset, p.bytes,
-                   rdma::RemoteKey{b.addr, b.length, b.key}, b.offset + p.offset, *cq_,
-                   ctx(Op::kRead, p.mapper, p.offset));
-      ++in_flight;
-    }
-    rdma::Completion c = next("reads of its blocks (" + std::to_string(in_flight) + " in flight)");
-    if (ctx_op(c.context) == Op::kRead) {
-      --in_flight;
-      stats_.bytes_received += c.bytes;
-    }
-  }
+uint64_t Shuffle::Impl::partition_bytes() const {
+  uint64_t total = 0;
+  for (int m = 0; m < size_; ++m) total += from_bytes_[m];
+  return total;
 }
 
 void Shuffle::Impl::finish_round() {
-  // pull: tell every mapper we are done with its block, and wait until every reducer is done
-  // with ours before the region goes.
+  // pull: tell every mapper we are done with its blocks, and wait until every reducer is done
+  // with ours (serving its spill reads meanwhile) before the runs go.
   std::vector<uint64_t> in(size_), out(size_, round_);
   int expected = 0;
   for (int p = 0; p < size_; ++p) {
@@ -183,7 +162,7 @@ void Shuffle::Impl::finish_round() {
     std::string waiting = "its done messages to be sent";
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && !have[p]) {
-        waiting = "rank " + std::to_string(p) + " to finish reading its block of partition " +
+        waiting = "rank " + std::to_string(p) + " to finish reading its blocks of partition " +
                   std::to_string(p) + " (" + std::to_string(part_bytes_[p]) + " bytes)";
         break;
       }
@@ -191,11 +170,34 @@ void Shuffle::Impl::finish_round() {
     if (ctx_op(c.context) == Op::kDoneIn) have[ctx_peer(c.context)] = 1;
     --expected;
   }
+  // Spilled records still on their way out: their staging buffers stay until sent.
+  while (serving_ > 0) serve(wait_one("spilled records to be sent"));
 }
 
-Buffer Shuffle::Impl::exchange() {
+void Shuffle::Impl::end_round() {
+  // Left posted: the receives for read requests (no other operation is pending).
+  if (!request_in_.empty()) {
+    fabric_.cancel(*cq_);
+    rdma::Completion drained;
+    while (cq_->poll(&drained)) {
+    }
+  }
+  request_in_.clear();
+  serve_queue_.clear();
+  serve_buffer_.clear();
+  serve_free_.clear();
+  serving_ = 0;
+  runs_.clear();
+  held_bytes_ = 0;
+  spill_.reset();
+  part_bytes_.assign(size_, 0);
+  ++round_;
+}
+
+template <typename Body>
+auto Shuffle::Impl::guarded(Body body) -> decltype(body()) {
   try {
-    return run_round();
+    return body();
   } catch (...) {
     // Receives, reads and writes of this round may still be posted into buffers the unwind
     // frees (the push round's locals, the partition being filled): the fabric fails them
@@ -205,56 +207,84 @@ Buffer Shuffle::Impl::exchange() {
     rdma::Completion drained;
     while (cq_->poll(&drained)) {
     }
-    map_region_.reset();
-    mapped_ = false;
-    ++round_;
+    request_in_.clear();
+    end_round();
     throw;
   }
 }
 
-Buffer Shuffle::Impl::run_round() {
-  const auto start = Clock::now();
-  deadline_ = start + fabric_.timeout();
-  if (!mapped_) {  // nothing to give this round
-    part_offset_.assign(size_, 0);
-    part_bytes_.assign(size_, 0);
-    map_region_.reset();
+Buffer Shuffle::Impl::exchange() {
+  return guarded([&] {
+    const auto start = Clock::now();
+    begin_round();
+    send_locations();
+    const uint64_t total = partition_bytes();
+    Buffer out(total);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) stats_.bytes_sent += part_bytes_[r];
+    if (options_.mode == ShuffleMode::kPull && options_.key_bytes > 0) {
+      uint64_t at = 0;
+      merge_pull([&](const uint8_t* records, size_t count) {
+        std::memcpy(out.data() + at, records, count * options_.record_bytes);
+        at += count * options_.record_bytes;
+      });
+      finish_round();
+    } else if (options_.mode == ShuffleMode::kPull) {
+      receive_pull(out);
+      finish_round();
+    } else {
+      std::vector<uint64_t> at(size_, 0);
+      for (int m = 1; m < size_; ++m) at[m] = at[m - 1] + from_bytes_[m - 1];
+      push_round(out, at);
+      if (options_.key_bytes > 0) {
+        Buffer merged(total);
+        uint64_t to = 0;
+        merge_local(out, at, [&](const uint8_t* records, size_t count) {
+          std::memcpy(merged.data() + to, records, count * options_.record_bytes);
+          to += count * options_.record_bytes;
+        });
+        out = std::move(merged);
+      }
+    }
+    end_round();
+    stats_.records_received += total / options_.record_bytes;
+    stats_.exchange_s += since(start);
+    return out;
+  });
+}
+
+void Shuffle::Impl::exchange(const Sink& sink) {
+  if (options_.mode == ShuffleMode::kPush) {
+    // Push lands the partition whole in our memory (merged, with key_bytes); the sink then
+    // reads it from there.
+    Buffer whole = exchange();
+    if (!whole.empty()) sink(whole.data(), whole.size() / options_.record_bytes);
+    return;
   }
-  send_locations();
-  std::vector<uint64_t> at(size_, 0);
-  uint64_t total = 0;
-  for (int m = 0; m < size_; ++m) {
-    at[m] = total;
-    total += m == rank_ ? part_bytes_[m] : from_[m].bytes;
-  }
-  Buffer out(total);
-  if (part_bytes_[rank_] > 0)
-    std::memcpy(out.data() + at[rank_],
-                static_cast<uint8_t*>(map_region_->addr()) + part_offset_[rank_], part_bytes_[rank_]);
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_) stats_.bytes_sent += part_bytes_[r];
-  if (options_.mode == ShuffleMode::kPull) {
-    receive_pull(out, at);
+  guarded([&] {
+    const auto start = Clock::now();
+    begin_round();
+    send_locations();
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) stats_.bytes_sent += part_bytes_[r];
+    const uint64_t total = partition_bytes();
+    merge_pull(sink);
     finish_round();
-  } else {
-    push_round(out, at);
-  }
-  map_region_.reset();
-  mapped_ = false;
-  ++round_;
-  stats_.records_received += total / options_.record_bytes;
-  stats_.exchange_s += since(start);
-  return out;
+    end_round();
+    stats_.records_received += total / options_.record_bytes;
+    stats_.exchange_s += since(start);
+  });
 }
 
 Shuffle::Shuffle(rdma::Fabric& fabric, ShuffleOptions options)
-    : impl_(std::make_unique<Impl>(fabric, options)) {}
+    : impl_(std::make_unique<Impl>(fabric, std::move(options))) {}
 Shuffle::~Shuffle() = default;
 void Shuffle::map(const void* records, size_t count,
                   const std::function<int(const uint8_t*)>& partition_of) {
   impl_->map(records, count, partition_of);
 }
 Buffer Shuffle::exchange() { return impl_->exchange(); }
+void Shuffle::exchange(const Sink& sink) { impl_->exchange(sink); }
 const ShuffleStats& Shuffle::stats() const { return impl_->stats(); }
 
 }  // namespace plait::shuffle

@@ -1,35 +1,52 @@
 // The Shuffle's state and protocol (include/plait/shuffle.h says what it does).
 //
-// Messages of round k (tags: k << 8 | kind):
-//   kLocation  mapper -> reducer   where the reducer's block is: the map region's key, the
-//                                  block's offset and length (40 bytes)
+// A mapper's output in a round is a list of runs (one per map() call), each partitioned
+// (and sorted by key within each partition when key_bytes is set), held in a registered
+// region or, past the memory budget, spilled to the mapper's spill file. A reducer's block
+// from a mapper is the list of that mapper's non-empty partition segments, one per run.
+//
+// Messages of round k (tags: k << 40 | id << 8 | kind):
+//   kLocation  mapper -> reducer   its blocks: a header entry (offset = block count, bytes =
+//                                  their total), then one BlockWire per block
 //   kTarget    reducer -> mapper   push only: the key of the reducer's receive region and the
-//                                  offset the mapper's block goes to
-//   kDone      pull: reducer -> mapper, "I have read your block" (the mapper may free it);
-//              push: mapper -> reducer, "my block is written"
+//                                  offset the mapper's blocks go to
+//   kDone      pull: reducer -> mapper, "I have read your blocks" (the mapper may free them);
+//              push: mapper -> reducer, "my blocks are written"
+//   kRequest   reducer -> mapper   pull, spilled block: read bytes at offset of your spill
+//                                  file and send them to me tagged with id
+//   kData      mapper -> reducer   the bytes of a request (none: the request was out of range)
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "plait/rdma.h"
 #include "plait/shuffle.h"
+#include "shuffle/spill_file.h"
 
 namespace plait::shuffle {
 
-struct BlockWire {  // a kLocation or kTarget message
-  uint64_t addr = 0;
+struct BlockWire {  // one entry of a kLocation message, or a kTarget message
+  uint64_t addr = 0;  // the region's remote key (memory blocks)
   uint64_t length = 0;
   uint64_t key = 0;
+  uint64_t offset = 0;  // in the region, or in the spill file
+  uint64_t bytes = 0;
+  uint64_t in_file = 0;  // 1: in the mapper's spill file
+};
+static_assert(sizeof(BlockWire) == 48);
+
+struct RequestWire {  // a kRequest message
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  uint64_t id = 0;
 };
-static_assert(sizeof(BlockWire) == 40);
 
-enum class MsgKind : uint64_t { kLocation = 1, kTarget = 2, kDone = 3 };
+enum class MsgKind : uint64_t { kLocation = 1, kTarget = 2, kDone = 3, kRequest = 4, kData = 5 };
 
 class Shuffle::Impl {
  public:
@@ -38,29 +55,76 @@ class Shuffle::Impl {
 
   void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
   Buffer exchange();
+  void exchange(const Sink& sink);
   const ShuffleStats& stats() const { return stats_; }
 
  private:
-  // What a completion is about: kind in the top byte, peer and chunk below.
-  enum class Op : uint64_t { kLocationIn = 1, kTargetIn, kDoneIn, kSend, kRead, kWrite };
-  static uint64_t ctx(Op op, int peer, uint64_t chunk = 0) {
-    return static_cast<uint64_t>(op) << 56 | static_cast<uint64_t>(peer) << 32 | chunk;
+  // What a completion is about: kind in the top byte, peer and an id below.
+  enum class Op : uint64_t {
+    kLocationIn = 1, kTargetIn, kDoneIn, kSend, kRead, kWrite, kData, kRequestIn, kServed
+  };
+  static uint64_t ctx(Op op, int peer, uint64_t id = 0) {
+    return static_cast<uint64_t>(op) << 56 | static_cast<uint64_t>(peer) << 32 | id;
   }
   static Op ctx_op(uint64_t c) { return static_cast<Op>(c >> 56); }
   static int ctx_peer(uint64_t c) { return static_cast<int>((c >> 32) & 0xffffff); }
+  static uint64_t ctx_id(uint64_t c) { return c & 0xffffffff; }
 
-  uint64_t tag(MsgKind kind) const { return round_ << 8 | static_cast<uint64_t>(kind); }
-  // Waits for one completion until the round's deadline; throws, naming `waiting_for`, on
-  // a timeout or a failed operation.
+  uint64_t tag(MsgKind kind, uint64_t id = 0) const {
+    return round_ << 40 | id << 8 | static_cast<uint64_t>(kind);
+  }
+
+  struct Run {  // one map() call's output
+    std::unique_ptr<rdma::MemoryRegion> region;  // null once spilled (or empty)
+    uint64_t file_offset = 0;                     // in spill_, once spilled
+    bool spilled = false;
+    std::vector<uint64_t> offset, bytes;  // per partition, within the run
+    uint64_t total = 0;
+  };
+
+  // A piece of a block being fetched: where it lands and how its completion is known.
+  struct Fetch {
+    int mapper;
+    const BlockWire* block;
+    uint64_t offset;  // in the block
+    uint64_t bytes;
+    uint8_t* dest;
+    uint64_t id;
+  };
+
+  // Waits for one completion until the round's deadline, serving spill reads for other
+  // ranks on the way; throws, naming `waiting_for`, on a timeout or a failed operation.
   rdma::Completion next(const std::string& waiting_for);
+  rdma::Completion wait_one(const std::string& waiting_for);
+  [[noreturn]] void fail(const rdma::Completion& c);
   std::string block_text(int mapper, uint64_t bytes) const;
-  std::string pending_text() const;
 
-  Buffer run_round();  // exchange()'s body; exchange() cleans up after a failure
+  // Map side (shuffle_map.cc).
+  void write_run(const uint8_t* in, size_t count, const std::vector<uint32_t>& part, Run& run);
+  void spill_over_budget();
+  const uint8_t* run_data(const Run& run) const;
+
+  // Rounds (shuffle.cc).
+  template <typename Body>
+  auto guarded(Body body) -> decltype(body());
+  void begin_round();
+  void end_round();
   void send_locations();
-  void receive_pull(Buffer& out, const std::vector<uint64_t>& at);
-  void push_round(Buffer& out, const std::vector<uint64_t>& at);
   void finish_round();
+  uint64_t partition_bytes() const;
+
+  // Fetching and serving (shuffle_fetch.cc).
+  void post_serving();
+  bool serve(const rdma::Completion& c);  // true: c was about serving
+  bool start_fetch(const Fetch& f);  // true: done already (our own block)
+  void pump_requests(int mapper);
+  void fetched(const rdma::Completion& c, uint64_t expected_bytes);
+  void receive_pull(Buffer& out);
+  void merge_pull(const Sink& sink);
+
+  // Push (shuffle_push.cc).
+  void push_round(Buffer& out, const std::vector<uint64_t>& at);
+  void merge_local(const Buffer& out, const std::vector<uint64_t>& at, const Sink& sink);
 
   rdma::Fabric& fabric_;
   ShuffleOptions options_;
@@ -70,13 +134,34 @@ class Shuffle::Impl {
   std::chrono::steady_clock::time_point deadline_;
 
   // Map side of this round.
-  bool mapped_ = false;
-  std::unique_ptr<rdma::MemoryRegion> map_region_;  // partitions back to back
-  std::vector<uint64_t> part_offset_, part_bytes_;  // per partition, in map_region_
+  std::vector<Run> runs_;
+  uint64_t held_bytes_ = 0;  // of runs in memory
+  std::unique_ptr<SpillFile> spill_;
+  std::vector<uint64_t> part_bytes_;  // per partition, over all runs
+
+  // Serving spill reads: a receive posted per peer and slot, a few staging buffers.
+  static constexpr int kRequestSlots = 4;
+  static constexpr int kServeBuffers = 4;
+  std::vector<RequestWire> request_in_;  // [peer * kRequestSlots + slot]
+  struct Served {
+    int peer;
+    RequestWire request;
+  };
+  std::deque<Served> serve_queue_;
+  std::vector<Buffer> serve_buffer_;
+  std::vector<int> serve_free_;
+  int serving_ = 0;  // data sends not yet completed
 
   // Reduce side of this round.
-  std::vector<BlockWire> from_;  // per mapper: where our block is (kLocation)
-  std::vector<BlockWire> to_;    // per reducer (push): where our block goes (kTarget)
+  std::vector<std::vector<BlockWire>> from_;  // per mapper: its blocks for us
+  std::vector<uint64_t> from_bytes_;           // per mapper: their total
+  std::vector<std::vector<BlockWire>> own_;    // our blocks, per partition (ours included)
+  std::vector<const uint8_t*> own_data_;       // our blocks of our partition (null: spilled)
+  std::vector<std::deque<Fetch>> request_queue_;  // per mapper: spill reads not yet asked
+  std::vector<int> requests_out_;                  // per mapper: asked, not yet answered
+  std::vector<RequestWire> request_out_;           // by fetch id: the messages in flight
+  int fetches_ = 0;                                // reads and requests not yet completed
+  std::vector<BlockWire> to_;  // per reducer (push): where our blocks go (kTarget)
   ShuffleStats stats_;
 };
 

@@ -1,7 +1,8 @@
 // The shuffle (plait/shuffle.h) on real ranks, pull and push, over shared memory and TCP:
 // every rank gets exactly the records every mapper gave its partition, byte for byte and in
-// mapper order, over several rounds (one of them with a rank that maps nothing); a mapper
-// that dies is named by the reducers waiting for its block.
+// mapper order, over several rounds (one with a rank that maps nothing, one with two runs a
+// mapper, and with a budget that spills them); a mapper that dies is named by the reducers
+// waiting for its block.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@ shuffle::ShuffleOptions options_from_env() {
   o.mode = mode && std::string(mode) == "push" ? shuffle::ShuffleMode::kPush : shuffle::ShuffleMode::kPull;
   o.fetch_bytes = 64 * 1024;
   o.in_flight = 3;
+  if (const char* budget = std::getenv("SHUFFLE_MEMORY")) o.memory_bytes = std::strtoull(budget, nullptr, 10);
   return o;
 }
 
@@ -53,7 +55,14 @@ int shuffle_child() {
     // Round 1: rank 0 maps nothing (a mapper with no records still takes part).
     auto count = [&](int rank) { return round == 1 && rank == 0 ? 0 : kRecordsPerRank; };
     const std::vector<uint8_t> mine = records_of(me, count(me));
-    s.map(mine.data(), count(me), [&](const uint8_t* r) { return partition(r, round, n); });
+    const auto part = [&](const uint8_t* r) { return partition(r, round, n); };
+    if (round == 2) {  // two runs: a reducer gets a mapper's runs one after the other
+      const size_t half = count(me) / 3;
+      s.map(mine.data(), half, part);
+      s.map(mine.data() + half * kRecordBytes, count(me) - half, part);
+    } else {
+      s.map(mine.data(), count(me), part);
+    }
     const shuffle::Buffer buf = s.exchange();
     const std::vector<uint8_t> got(buf.data(), buf.data() + buf.size());
     // What we must get: each mapper's records of our partition, mapper by mapper, in order.
@@ -127,7 +136,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ShuffleCase{"pull_shm_np3", 3, {}},
                       ShuffleCase{"push_shm_np3", 3, {{"SHUFFLE_MODE", "push"}}},
                       ShuffleCase{"pull_tcp_np4", 4, {{"PLAIT_TRANSPORT", "tcp"}}},
-                      ShuffleCase{"push_tcp_np4", 4, {{"PLAIT_TRANSPORT", "tcp"}, {"SHUFFLE_MODE", "push"}}}),
+                      ShuffleCase{"push_tcp_np4", 4, {{"PLAIT_TRANSPORT", "tcp"}, {"SHUFFLE_MODE", "push"}}},
+                      // Past 1.5 MB of map output, runs go to the spill file; their blocks are
+                      // served by read requests, in order, unsorted (no key).
+                      ShuffleCase{"pull_tcp_spilled_np3", 3,
+                                  {{"PLAIT_TRANSPORT", "tcp"}, {"SHUFFLE_MEMORY", "1500000"}}}),
     [](const auto& info) { return info.param.name; });
 
 TEST(ShuffleFaults, AMapperThatDiesIsNamedByEveryReducer) {

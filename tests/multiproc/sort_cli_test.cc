@@ -70,6 +70,15 @@ TEST_F(SortCli, RanksWriteTheReferenceRecordsAndValidateChecksThem) {
     JobResult valid = plait({"sort", "validate", path("out"), "--expect", path("in")});
     EXPECT_EQ(valid.status, 0) << mode << "\n" << valid.output;
   }
+  // Within a memory budget of 1 MB (10 MB of records): sorted runs spilled, served from the
+  // spill files, merged on the way to the part files.
+  JobResult spilled = plait({"run", "-n", "3", "--", plait_bin(), "sort", "run", "--in", path("in"),
+                             "--out", path("spilled"), "--memory", "1M"});
+  ASSERT_EQ(spilled.status, 0) << spilled.output;
+  EXPECT_NE(spilled.output.find("runs (") , std::string::npos) << spilled.output;
+  EXPECT_EQ(spilled.output.find(" 0 runs (0.0 MB) spilled"), std::string::npos) << spilled.output;
+  JobResult spilled_valid = plait({"sort", "validate", path("spilled"), "--expect", path("in")});
+  EXPECT_EQ(spilled_valid.status, 0) << spilled_valid.output;
   JobResult ok = plait({"sort", "validate", path("out"), "--expect", path("in")});
   EXPECT_EQ(ok.status, 0) << ok.output;
   EXPECT_NE(ok.output.find("SUCCESS - all records are in order"), std::string::npos) << ok.output;

@@ -29,7 +29,7 @@ using shuffle::u128;
 
 constexpr const char* kUsage =
     "usage: plait sort gen --records N [--first F] [--ascii] --out DIR\n"
-    "       plait sort run --in DIR --out DIR2 [--mode pull|push] [--json FILE]\n"
+    "       plait sort run --in DIR --out DIR2 [--mode pull|push] [--memory BYTES] [--json FILE]\n"
     "       plait sort validate DIR [--expect DIR2]\n"
     "gen: records F .. F+N-1 of the sort benchmark (100 bytes, a 10-byte key; the bytes of\n"
     "gensort, binary or with --ascii its PennySort lines), split evenly over the job's ranks\n"
@@ -39,6 +39,9 @@ constexpr const char* kUsage =
     "to rank i mod R), the ranks sample keys for range partitions, shuffle (pull: reducers\n"
     "read map outputs with one-sided reads; push: mappers write them into the reducers'\n"
     "memory), sort, and write DIR2/part-RRRRR; rank 0 prints each phase's time (--json too).\n"
+    "--memory (or PLAIT_SHUFFLE_MEMORY; 0: none): a rank's budget for map output, e.g. 1G;\n"
+    "past it, sorted runs spill to PLAIT_SHUFFLE_SPILL_DIR and reducers merge them as they\n"
+    "fetch (pull mode), so a rank needs about three budgets of memory whatever the data.\n"
     "validate: reads DIR's output files (part-*, else input-*) in name order as one sequence\n"
     "and prints what valsort does: records, checksum (the sum of every record's CRC-32),\n"
     "duplicate keys, and the first record out of order. --expect DIR2: the records and\n"

@@ -1,7 +1,14 @@
-// `plait sort run --in DIR --out DIR [--mode pull|push] [--json FILE]`, under plait run -n R:
-// the distributed sort. Each rank reads its share of DIR's input files (file i goes to rank
-// i mod R), samples keys for range partitions, shuffles (plait/shuffle.h), sorts its
-// partition and writes DIR/part-RRRRR; the part files in rank order are the sorted whole.
+// `plait sort run --in DIR --out DIR [--mode pull|push] [--memory BYTES] [--json FILE]`,
+// under plait run -n R: the distributed sort. Each rank reads its share of DIR's input files
+// (file i goes to rank i mod R), samples keys for range partitions, shuffles
+// (plait/shuffle.h), sorts its partition and writes DIR/part-RRRRR; the part files in rank
+// order are the sorted whole.
+//
+// In memory (no budget): the share read whole, mapped once, the partition received whole
+// and sorted. With a budget (--memory, PLAIT_SHUFFLE_MEMORY): the share read and mapped a
+// chunk at a time, each chunk a sorted run, runs past the budget spilled; the partition
+// arrives merged from the runs and is written as it comes, so a rank's memory stays near
+// three budgets however large its share or partition.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "plait/bootstrap.h"
 #include "plait/error.h"
 #include "plait/rdma.h"
@@ -38,6 +46,8 @@ constexpr uint64_t kSampleTag = uint64_t{1} << 62, kReportTag = kSampleTag + 1;
 struct Options {
   std::string in, out, json;
   shuffle::ShuffleMode mode = shuffle::ShuffleMode::kPull;
+  size_t memory = 0;  // 0: PLAIT_SHUFFLE_MEMORY's
+  bool memory_given = false;
 };
 
 Options parse(const std::vector<std::string>& args) {
@@ -51,6 +61,10 @@ Options parse(const std::vector<std::string>& args) {
     if (a == "--in") o.in = value();
     else if (a == "--out") o.out = value();
     else if (a == "--json") o.json = value();
+    else if (a == "--memory") {
+      o.memory = parse_bytes(value());
+      o.memory_given = true;
+    }
     else if (a == "--mode") {
       const std::string& m = value();
       if (m != "pull" && m != "push") throw invalid_usage("--mode takes pull or push, not '" + m + "'");
@@ -63,27 +77,41 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
+enum Phase { kRead, kSample, kMap, kShuffle, kSort, kWrite };
+
 class PhaseClock {
  public:
-  void next() {
+  // The time since the last call goes to `phase`.
+  void lap(Phase phase) {
     const auto now = Clock::now();
-    seconds_[at_++] = std::chrono::duration<double>(now - last_).count();
+    seconds_[phase] += std::chrono::duration<double>(now - last_).count();
     last_ = now;
+  }
+  // Time that lap() gave `from` but was spent on `to` (writes made inside the merge).
+  void move(Phase from, Phase to, double s) {
+    seconds_[from] -= s;
+    seconds_[to] += s;
   }
   const double* seconds() const { return seconds_; }
 
  private:
   Clock::time_point last_ = Clock::now();
   double seconds_[kPhaseCount] = {};
-  int at_ = 0;
 };
 
-shuffle::Buffer read_share(const std::string& dir, int rank, int size) {
+std::vector<std::string> share_files(const std::string& dir, int rank, int size) {
   const std::vector<std::string> files = record_files(dir, "input");
+  std::vector<std::string> mine;
+  for (size_t i = static_cast<size_t>(rank); i < files.size(); i += static_cast<size_t>(size))
+    mine.push_back(files[i]);
+  return mine;
+}
+
+shuffle::Buffer read_share(const std::string& dir, int rank, int size) {
   std::vector<shuffle::RecordReader> mine;
   uint64_t records = 0;
-  for (size_t i = static_cast<size_t>(rank); i < files.size(); i += static_cast<size_t>(size)) {
-    mine.emplace_back(files[i]);
+  for (const std::string& f : share_files(dir, rank, size)) {
+    mine.emplace_back(f);
     records += mine.back().records();
   }
   shuffle::Buffer data(records * kRecordBytes);
@@ -131,35 +159,28 @@ void report(const Options& o, const std::vector<RankReport>& ranks, shuffle::Shu
   if (!js) throw system_error("write " + o.json, errno);
 }
 
-}  // namespace
-
-int sort_run_main(const std::vector<std::string>& args) {
-  const Options o = parse(args);
-  const Bootstrap boot = bootstrap_from_env(std::chrono::seconds(60));
-  auto fabric = rdma::Fabric::create(boot, {.name = "sort"});
-  const int rank = fabric->rank(), size = fabric->size();
-  std::filesystem::create_directories(o.out);
-  PhaseClock clock;
-
+// The in-memory sort: the share read whole, one map, the partition received whole.
+uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& clock) {
+  const int rank = fabric.rank(), size = fabric.size();
   shuffle::Buffer in = read_share(o.in, rank, size);
   const size_t count = in.size() / kRecordBytes;
-  clock.next();
+  clock.lap(kRead);
 
   const shuffle::RangePartitioner parts =
-      shuffle::RangePartitioner::sample(*fabric, in.data(), count, 10000, kSampleTag);
-  clock.next();
+      shuffle::RangePartitioner::sample(fabric, in.data(), count, 10000, kSampleTag);
+  clock.lap(kSample);
 
-  shuffle::Shuffle s(*fabric, {.record_bytes = kRecordBytes, .mode = o.mode});
+  shuffle::Shuffle s(fabric, {.record_bytes = kRecordBytes, .mode = o.mode});
   s.map(in.data(), count, [&](const uint8_t* r) { return parts.partition(r); });
   in = shuffle::Buffer();  // the map output holds them now
-  clock.next();
+  clock.lap(kMap);
 
   shuffle::Buffer mine = s.exchange();
-  clock.next();
+  clock.lap(kShuffle);
 
   const size_t n = mine.size() / kRecordBytes;
   const shuffle::RecordOrder order(mine.data(), n);
-  clock.next();
+  clock.lap(kSort);
 
   // The records in sorted order, a piece at a time: each piece goes to the disk while the
   // next is gathered (RecordWriter starts the disk on every write).
@@ -172,11 +193,99 @@ int sort_run_main(const std::vector<std::string>& args) {
     w.write(piece.data(), k);
   }
   w.close();
-  clock.next();
+  clock.lap(kWrite);
+  std::printf("rank %d: %llu records in, %zu out -> %s\n", rank,
+              static_cast<unsigned long long>(s.stats().records_mapped), n,
+              rank_file(o.out, "part", rank).c_str());
+  return s.stats().records_mapped;
+}
+
+// The sort within a memory budget: chunks read and mapped as sorted runs (spilled past the
+// budget), the partition merged from the runs and written as it arrives.
+uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_dir,
+                     rdma::Fabric& fabric, PhaseClock& clock) {
+  const int rank = fabric.rank(), size = fabric.size();
+  std::vector<shuffle::RecordReader> readers;
+  uint64_t records = 0;
+  for (const std::string& f : share_files(o.in, rank, size)) {
+    readers.emplace_back(f);
+    records += readers.back().records();
+  }
+  // Samples: records evenly spaced through the share, read one by one.
+  constexpr size_t kSamples = 10000;
+  const size_t samples = static_cast<size_t>(std::min<uint64_t>(records, kSamples));
+  shuffle::Buffer sample(samples * kRecordBytes);
+  for (size_t i = 0; i < samples; ++i) {
+    uint64_t at = records / samples * i;
+    for (const shuffle::RecordReader& r : readers) {
+      if (at < r.records()) {
+        r.read_at(at, 1, sample.data() + i * kRecordBytes);
+        break;
+      }
+      at -= r.records();
+    }
+  }
+  clock.lap(kRead);
+  const shuffle::RangePartitioner parts =
+      shuffle::RangePartitioner::sample(fabric, sample.data(), samples, kSamples, kSampleTag);
+  clock.lap(kSample);
+
+  shuffle::Shuffle s(fabric, {.record_bytes = kRecordBytes,
+                              .mode = o.mode,
+                              .key_bytes = shuffle::kKeyBytes,
+                              .memory_bytes = budget,
+                              .spill_dir = spill_dir});
+  // A chunk is a quarter of the budget (at most 256 MB): its run, sorted, needs twice that
+  // while it is made.
+  const size_t chunk = std::max<size_t>(1, std::min(budget / 4, size_t{256} << 20) / kRecordBytes);
+  shuffle::Buffer in(chunk * kRecordBytes);
+  for (shuffle::RecordReader& r : readers) {
+    for (size_t n = r.read(in.data(), chunk); n > 0; n = r.read(in.data(), chunk)) {
+      clock.lap(kRead);
+      s.map(in.data(), n, [&](const uint8_t* rec) { return parts.partition(rec); });
+      clock.lap(kMap);
+    }
+  }
+  in = shuffle::Buffer();
+
+  shuffle::RecordWriter w(rank_file(o.out, "part", rank));
+  double writing = 0;
+  uint64_t out = 0;
+  s.exchange([&](const uint8_t* rec, size_t n) {
+    const auto t = Clock::now();
+    w.write(rec, n);
+    out += n;
+    writing += std::chrono::duration<double>(Clock::now() - t).count();
+  });
+  clock.lap(kShuffle);
+  w.close();
+  clock.lap(kWrite);
+  clock.move(kShuffle, kWrite, writing);  // the writes made inside the merge
+  const shuffle::ShuffleStats& st = s.stats();
+  std::printf("rank %d: %llu records in, %llu out -> %s; %llu runs (%.1f MB) spilled, %llu spill reads served\n",
+              rank, static_cast<unsigned long long>(st.records_mapped),
+              static_cast<unsigned long long>(out), rank_file(o.out, "part", rank).c_str(),
+              static_cast<unsigned long long>(st.runs_spilled), st.bytes_spilled / 1e6,
+              static_cast<unsigned long long>(st.spill_requests_served));
+  return st.records_mapped;
+}
+
+}  // namespace
+
+int sort_run_main(const std::vector<std::string>& args) {
+  const Options o = parse(args);
+  const Config config = Config::from_env();
+  const size_t budget = o.memory_given ? o.memory : config.shuffle_memory_bytes;
+  const Bootstrap boot = bootstrap_from_env(std::chrono::seconds(60));
+  auto fabric = rdma::Fabric::create(boot, {.name = "sort"});
+  std::filesystem::create_directories(o.out);
+  PhaseClock clock;
+  const uint64_t mapped = budget == 0 ? sort_in_memory(o, *fabric, clock)
+                                      : sort_within(o, budget, config.shuffle_spill_dir, *fabric, clock);
 
   RankReport mine_report{};
   std::memcpy(mine_report.seconds, clock.seconds(), sizeof(mine_report.seconds));
-  mine_report.records = s.stats().records_mapped;
+  mine_report.records = mapped;
   std::vector<uint8_t> msg(sizeof(RankReport));
   std::memcpy(msg.data(), &mine_report, sizeof(RankReport));
   std::vector<RankReport> ranks;
@@ -185,10 +294,7 @@ int sort_run_main(const std::vector<std::string>& args) {
     std::memcpy(&r, m.data(), sizeof(RankReport));
     ranks.push_back(r);
   }
-  std::printf("rank %d: %llu records in, %zu out -> %s\n", rank,
-              static_cast<unsigned long long>(mine_report.records), n,
-              rank_file(o.out, "part", rank).c_str());
-  if (rank == 0) report(o, ranks, o.mode);
+  if (fabric->rank() == 0) report(o, ranks, o.mode);
   return 0;
 }
 
