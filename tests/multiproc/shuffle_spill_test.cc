@@ -5,6 +5,7 @@
 // equal, Zipf) go through a budget far below the partition's size, and the reducer's peak
 // memory is checked to stay near the budget, not near the partition.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -160,6 +161,40 @@ int spill_sort_child() {
 }
 ChildMode spill_sort_mode("spill_sort", spill_sort_child);
 
+// Rank 1 dies in the middle of the merge (in its sink, its spill file half served): every
+// other rank fails, naming it, instead of waiting or finishing with records missing.
+int spill_dead_mapper_child() {
+  auto fabric = rdma::Fabric::create(bootstrap_from_env(30s), {.name = "spill"});
+  const int n = fabric->size(), me = fabric->rank();
+  shuffle::ShuffleOptions o;
+  o.fetch_bytes = 16 * 1024;
+  o.key_bytes = kKeyBytes;
+  o.memory_bytes = 128 * 1024;
+  shuffle::Shuffle s(*fabric, o);
+  std::vector<uint8_t> buf(2000 * kRecordBytes);
+  for (size_t first = 0; first < 20000; first += 2000) {
+    make_chunk(me, first, 2000, "random", buf.data());
+    s.map(buf.data(), 2000, [&](const uint8_t* r) { return r[0] * n / 256; });
+  }
+  try {
+    s.exchange([&](const uint8_t*, size_t) {
+      if (me == 1) {
+        std::fflush(stdout);
+        ::_exit(0);
+      }
+    });
+    std::printf("FAIL: rank %d finished a shuffle whose rank 1 died\n", me);
+    return 1;
+  } catch (const Error& e) {
+    std::printf("rank %d: %s\n", me, e.what());
+    const std::string what = e.what();
+    CHECK_OR_FAIL(what.find("mapper 1") != std::string::npos || what.find("rank 1 ") != std::string::npos,
+                  "rank %d: the error does not name rank 1: %s", me, e.what());
+  }
+  return 0;
+}
+ChildMode spill_dead_mapper_mode("spill_dead_mapper", spill_dead_mapper_child);
+
 struct SpillCase {
   std::string name;
   int ranks;
@@ -197,6 +232,13 @@ INSTANTIATE_TEST_SUITE_P(
                   {{"SPILL_KEYS", "zipf"}, {"SPILL_RECORDS", "100000"}, {"SPILL_CHUNK", "5000"},
                    {"SPILL_BUDGET", "1048576"}, {"SPILL_MEM_BOUND_KB", "16384"}}}),
     [](const auto& info) { return info.param.name; });
+
+TEST(SpillSortFaults, AMapperDyingWhileItsSpillIsServedIsNamedByEveryOtherRank) {
+  JobResult r = run_job(3, "spill_dead_mapper", {{"PLAIT_TRANSPORT", "tcp"}, {"PLAIT_TIMEOUT", "20000"}}, 120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 2: "), std::string::npos) << r.output;
+}
 
 TEST(SpillSortUsage, PushWithABudgetIsRefused) {
   // Checked without ranks: the options are refused before any communication.
