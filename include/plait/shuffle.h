@@ -5,7 +5,7 @@
 //   auto fabric = plait::rdma::Fabric::create(plait::bootstrap_from_env(30s), {.name = "shuffle"});
 //   plait::shuffle::Shuffle shuffle(*fabric, {.record_bytes = 100});
 //   shuffle.map(records, count, [&](const uint8_t* r) { return partition_of_key(r); });
-//   std::vector<uint8_t> mine = shuffle.exchange();   // partition fabric->rank(), from all
+//   plait::shuffle::Buffer mine = shuffle.exchange();  // partition fabric->rank(), from all
 //
 // Data path (docs/shuffle.md): map() writes the records partitioned into one region of
 // registered memory (a counting pass, then one copy of each record). exchange() sends each

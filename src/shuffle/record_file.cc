@@ -12,9 +12,6 @@
 
 namespace plait::shuffle {
 
-namespace {
-
-// pread/pwrite until `len` bytes moved; `what` names the call for the error.
 void full_io(bool writing, int fd, uint8_t* buf, size_t len, uint64_t offset,
              const std::string& path) {
   while (len > 0) {
@@ -30,8 +27,6 @@ void full_io(bool writing, int fd, uint8_t* buf, size_t len, uint64_t offset,
     offset += static_cast<uint64_t>(n);
   }
 }
-
-}  // namespace
 
 RecordReader::RecordReader(std::string path) : path_(std::move(path)) {
   fd_ = net::Fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));

@@ -10,6 +10,10 @@
 
 namespace plait::shuffle {
 
+// pread (writing false) or pwrite until `len` bytes moved at `offset`, retried on EINTR and
+// short counts; a failure or an early end throws, naming `path`.
+void full_io(bool writing, int fd, uint8_t* buf, size_t len, uint64_t offset, const std::string& path);
+
 class RecordReader {
  public:
   // Throws when the file cannot be opened or its length is not a whole number of records.

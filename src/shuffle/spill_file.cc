@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plait/error.h"
+#include "shuffle/record_file.h"
 
 namespace plait::shuffle {
 
@@ -31,17 +32,8 @@ SpillFile::SpillFile(std::string dir) : dir_(std::move(dir)) {
 
 uint64_t SpillFile::append(const void* data, size_t bytes) {
   const uint64_t start = size_;
-  const auto* p = static_cast<const uint8_t*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pwrite(fd_.get(), p + done, bytes - done, static_cast<off_t>(start + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw system_error("writing " + std::to_string(bytes) + " bytes at " + std::to_string(start) +
-                             " of the spill file in " + dir_,
-                         n < 0 ? errno : ENOSPC, {.op = "shuffle spill"});
-    done += static_cast<size_t>(n);
-  }
+  full_io(true, fd_.get(), static_cast<uint8_t*>(const_cast<void*>(data)), bytes, start,
+          "the spill file in " + dir_);
   size_ += bytes;
   if (bytes > 0)
     ::sync_file_range(fd_.get(), static_cast<off_t>(start), static_cast<off_t>(bytes),
@@ -54,17 +46,7 @@ void SpillFile::read(uint64_t offset, size_t bytes, void* out) const {
     throw invalid_usage("reading " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
                             " of a spill file of " + std::to_string(size_),
                         {.op = "shuffle spill"});
-  auto* p = static_cast<uint8_t*>(out);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pread(fd_.get(), p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw system_error("reading " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
-                             " of the spill file in " + dir_,
-                         n < 0 ? errno : EIO, {.op = "shuffle spill"});
-    done += static_cast<size_t>(n);
-  }
+  full_io(false, fd_.get(), static_cast<uint8_t*>(out), bytes, offset, "the spill file in " + dir_);
 }
 
 }  // namespace plait::shuffle

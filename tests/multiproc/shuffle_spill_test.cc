@@ -84,7 +84,7 @@ struct Totals {
 
 int spill_sort_child() {
   auto fabric = rdma::Fabric::create(bootstrap_from_env(30s), {.name = "spill"});
-  const int n = fabric->size(), me = fabric->rank();
+  const int me = fabric->rank();
   const size_t records = env_size("SPILL_RECORDS", 20000), chunk = env_size("SPILL_CHUNK", 2000);
   const size_t budget = env_size("SPILL_BUDGET", 0), mem_bound_kb = env_size("SPILL_MEM_BOUND_KB", 0);
   const std::string keys = env_text("SPILL_KEYS", "random");
