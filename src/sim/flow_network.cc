@@ -51,11 +51,13 @@ double FlowNetwork::capacity_now(int link) const {
   return capacity_[link];
 }
 
-int FlowNetwork::add(double bytes, std::vector<int> links) {
+int FlowNetwork::add(double bytes, std::vector<int> links, int priority) {
   const int id = static_cast<int>(flows_.size());
   Flow f;
   f.remaining = bytes;
   f.links = std::move(links);
+  f.priority = priority;
+  prioritized_ = prioritized_ || priority > 0;
   if (f.links.empty() || bytes <= kDrained) {
     f.done = true;
     flows_.push_back(std::move(f));
@@ -66,6 +68,14 @@ int FlowNetwork::add(double bytes, std::vector<int> links) {
   active_.push_back(id);
   dirty_ = true;
   return id;
+}
+
+void FlowNetwork::set_priority(int flow, int priority) {
+  Flow& f = flows_[flow];
+  if (f.priority == priority) return;
+  f.priority = priority;
+  prioritized_ = prioritized_ || priority > 0;
+  dirty_ = !f.done || dirty_;
 }
 
 void FlowNetwork::advance(double t) {
@@ -135,27 +145,65 @@ void FlowNetwork::reshare() {
   if (index_of_.size() < capacity_.size()) index_of_.resize(capacity_.size(), -1);
   touched_.clear();
   left_.clear();
-  unfixed_.clear();
   for (int id : active_) {
     flows_[id].rate = -1;  // unfixed
     for (int l : flows_[id].links) {
-      if (index_of_[l] < 0) {
-        index_of_[l] = static_cast<int>(touched_.size());
-        touched_.push_back(l);
-        settle(l);
-        left_.push_back(capacity_now(l));
-        unfixed_.push_back(0);
-        if (on_.size() < touched_.size()) on_.emplace_back();
-        on_[touched_.size() - 1].clear();
-      }
+      if (index_of_[l] >= 0) continue;
+      index_of_[l] = static_cast<int>(touched_.size());
+      touched_.push_back(l);
+      settle(l);
+      left_.push_back(capacity_now(l));
+    }
+  }
+  if (on_.size() < touched_.size()) on_.resize(touched_.size());
+  unfixed_.resize(touched_.size());
+  if (!prioritized_) {
+    fill(active_);
+  } else {
+    std::vector<int> order = active_;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return flows_[a].priority < flows_[b].priority; });
+    for (size_t i = 0; i < order.size();) {
+      level_.clear();
+      const int p = flows_[order[i]].priority;
+      for (; i < order.size() && flows_[order[i]].priority == p; ++i) level_.push_back(order[i]);
+      fill(level_);
+    }
+  }
+  // The buckets' loads from now on (settled at the old loads first).
+  if (!burst_.empty()) {
+    for (int l : loaded_) {
+      settle(l);
+      load_[l] = 0;
+    }
+    loaded_.clear();
+    for (int id : active_)
+      for (int l : flows_[id].links)
+        if (static_cast<size_t>(l) < burst_.size() && burst_[l] > 0) {
+          loaded_.push_back(l);
+          load_[l] += flows_[id].rate;
+        }
+    std::sort(loaded_.begin(), loaded_.end());
+    loaded_.erase(std::unique(loaded_.begin(), loaded_.end()), loaded_.end());
+  }
+  for (int l : touched_) index_of_[l] = -1;
+}
+
+void FlowNetwork::fill(const std::vector<int>& flows) {
+  for (size_t i = 0; i < touched_.size(); ++i) {
+    on_[i].clear();
+    unfixed_[i] = 0;
+  }
+  for (int id : flows)
+    for (int l : flows_[id].links) {
       on_[index_of_[l]].push_back(id);
       ++unfixed_[index_of_[l]];
     }
-  }
   // The links with flows not yet fixed; those that lose their last one leave the list, so a
   // round costs the links still in play (per-flow ECMP makes many rounds of a few links each).
-  live_.resize(touched_.size());
-  for (size_t i = 0; i < live_.size(); ++i) live_[i] = static_cast<int>(i);
+  live_.clear();
+  for (size_t i = 0; i < touched_.size(); ++i)
+    if (unfixed_[i] > 0) live_.push_back(static_cast<int>(i));
   for (;;) {
     double share = kNever;
     for (int i : live_) share = std::min(share, std::max(left_[i], 0.0) / unfixed_[i]);
@@ -176,23 +224,6 @@ void FlowNetwork::reshare() {
     }
     std::erase_if(live_, [&](int i) { return unfixed_[i] == 0; });
   }
-  // The buckets' loads from now on (settled at the old loads first).
-  if (!burst_.empty()) {
-    for (int l : loaded_) {
-      settle(l);
-      load_[l] = 0;
-    }
-    loaded_.clear();
-    for (int id : active_)
-      for (int l : flows_[id].links)
-        if (static_cast<size_t>(l) < burst_.size() && burst_[l] > 0) {
-          loaded_.push_back(l);
-          load_[l] += flows_[id].rate;
-        }
-    std::sort(loaded_.begin(), loaded_.end());
-    loaded_.erase(std::unique(loaded_.begin(), loaded_.end()), loaded_.end());
-  }
-  for (int l : touched_) index_of_[l] = -1;
 }
 
 }  // namespace plait::sim

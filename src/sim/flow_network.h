@@ -3,6 +3,10 @@
 // capacity and no flow could go faster without slowing one that is no faster than it.
 // Rates are recomputed whenever the set of flows changes; between changes every flow drains
 // its bytes at its rate.
+//
+// Flows may carry a priority (0 first): the flows of each priority share what the flows
+// before them left, max-min among themselves. A FIFO queue is this: its head message takes
+// what it can use, the next one the rest.
 #pragma once
 
 #include <cstddef>
@@ -28,8 +32,10 @@ class FlowNetwork {
   // The tokens in `link`'s bucket now (0 without a bucket).
   double tokens(int link);
   // A flow of `bytes` over `links` (ids into capacity; empty: it is done at once), active from
-  // now. Returns its id.
-  int add(double bytes, std::vector<int> links);
+  // now, of `priority` (0 first). Returns its id.
+  int add(double bytes, std::vector<int> links, int priority = 0);
+  // The flow's priority from now on.
+  void set_priority(int flow, int priority);
   // Moves time forward to `t` (>= now()): every flow drains at its rate. Flows that finish
   // by then are reported by take_finished().
   void advance(double t);
@@ -50,9 +56,12 @@ class FlowNetwork {
     double remaining = 0;
     double rate = 0;
     std::vector<int> links;
+    int priority = 0;
     bool done = false;
   };
   void reshare();
+  // Progressive filling of `flows` (one priority) on the capacity left_.
+  void fill(const std::vector<int>& flows);
   // A bucket's tokens brought up to now_ at the link's present load.
   void settle(int link);
   double capacity_now(int link) const;
@@ -75,6 +84,8 @@ class FlowNetwork {
   std::vector<std::vector<int>> on_;
   std::vector<size_t> unfixed_;
   std::vector<int> live_;
+  std::vector<int> level_;  // the active flows of one priority
+  bool prioritized_ = false;  // some flow's priority was ever above 0
 };
 
 }  // namespace plait::sim

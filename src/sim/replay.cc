@@ -38,6 +38,8 @@ struct Message {
   StepRef send, recv;
   double bytes = 0;
   int subflows_left = 0;
+  int first_flow = -1;  // its subflows' ids: first_flow .. first_flow + paths - 1
+  int uplink = -1;      // the FIFO link it queues on (Link::fifo), or -1
   double arrived = -1;
 };
 
@@ -234,12 +236,33 @@ class Replay {
       return;
     }
     m.subflows_left = static_cast<int>(paths.size());
+    // On a FIFO link out of its host the message goes behind those posted before it.
+    int priority = 0;
+    if (const int l = paths[0].links[0]; topology_.links()[l].fifo) {
+      m.uplink = l;
+      std::vector<int>& queue = uplink_queues_[l];
+      priority = static_cast<int>(queue.size());
+      queue.push_back(message);
+    }
     for (const Path& p : paths) {
-      const int f = network_.add(m.bytes * p.share, p.links);
+      const int f = network_.add(m.bytes * p.share, p.links, priority);
+      if (m.first_flow < 0) m.first_flow = f;
       subflow_message_.resize(f + 1, -1);
       subflow_message_[f] = message;
     }
     network_bytes_ += m.bytes;
+  }
+
+  // `message` left its FIFO link: the ones behind it move up.
+  void leave_uplink(const Message& m, int message) {
+    std::vector<int>& queue = uplink_queues_[m.uplink];
+    queue.erase(std::find(queue.begin(), queue.end(), message));
+    for (size_t i = 0; i < queue.size(); ++i) {
+      const Message& next = messages_[queue[i]];
+      const int subflows = static_cast<int>(paths_[message_path_[queue[i]]].size());
+      for (int f = next.first_flow; f < next.first_flow + subflows; ++f)
+        network_.set_priority(f, static_cast<int>(i));
+    }
   }
 
   // A host's memory path is one more resource, after the topology's links.
@@ -264,6 +287,7 @@ class Replay {
     Message& m = messages_[message];
     if (--m.subflows_left > 0) return;
     m.arrived = t;
+    if (m.uplink >= 0) leave_uplink(m, message);
     push(t, EventKind::kDone, m.send);
     maybe_finish_recv(m.recv);
     const int next = fifo_.release(PairFifo::pair(m.send.rank, m.recv.rank));
@@ -349,6 +373,7 @@ class Replay {
   std::unordered_map<int, int> intra_ids_;
   std::vector<int> subflow_message_;
   PairFifo fifo_;
+  std::unordered_map<int, std::vector<int>> uplink_queues_;  // by FIFO link: messages, head first
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t order_ = 0;
   double network_bytes_ = 0;

@@ -444,7 +444,9 @@ std::optional<SymmetricReplay> replay_symmetric(const Topology& topology,
   const int reps = placement.ranks_per_host;
   if (p < 2 || reps < 1 || p % reps != 0 || p / reps > topology.hosts()) return std::nullopt;
   for (const Link& l : topology.links())
-    if (l.burst_bytes > 0) return std::nullopt;  // a bucket's state is not a function of the set
+    // A bucket's state is not a function of the set of flows; a FIFO link's order is a
+    // function of the posting order of every rank, not of rank 0's.
+    if (l.burst_bytes > 0 || l.fifo) return std::nullopt;
   coll::CollArgs a = args;
   a.size = p;
   std::vector<Schedule> schedules;

@@ -25,6 +25,7 @@ std::string describe(const LinkSpec& link) {
     out += buf;
   }
   if (link.mtu > 0) out += ",mtu=" + std::to_string(link.mtu);
+  if (link.fifo) out += ",queue=fifo";
   return out;
 }
 
@@ -35,9 +36,10 @@ int Topology::connect(int a, int b, const LinkSpec& spec) {
   const int id = static_cast<int>(links_.size());
   const double f = spec.payload();
   const Link link{a, b, spec.bytes_per_s * f, spec.latency_s, spec.burst_bytes * f,
-                  spec.peak_bytes_per_s * f};
+                  spec.peak_bytes_per_s * f, spec.fifo};
   links_.push_back(link);
-  links_.push_back({b, a, link.bytes_per_s, link.latency_s, link.burst_bytes, link.peak_bytes_per_s});
+  links_.push_back({b, a, link.bytes_per_s, link.latency_s, link.burst_bytes,
+                    link.peak_bytes_per_s, link.fifo});
   out_[a].push_back(id);
   out_[b].push_back(id + 1);
   return id;

@@ -31,6 +31,11 @@ struct LinkSpec {
   // rate is payload already.
   int mtu = 0;
   double payload() const { return mtu > 0 ? (mtu - 52.0) / (mtu + 14.0) : 1.0; }
+  // How a host's link to its network serves the messages its ranks post at once. false: they
+  // share it max-min (a NIC's queue pairs, a fair-queueing qdisc). true: in posting order, each
+  // taking what the one before leaves (a FIFO qdisc, such as TBF's, that TCP streams with open
+  // windows fill a message at a time: the testbed's links; replay.h).
+  bool fifo = false;
 };
 
 // "rate=1gbit,latency=20us": a link's spec as parse_topology() reads it.
@@ -43,6 +48,7 @@ struct Link {
   double latency_s = 0;
   double burst_bytes = 0;       // LinkSpec's shaper
   double peak_bytes_per_s = 0;
+  bool fifo = false;            // LinkSpec::fifo
 };
 
 struct Path {

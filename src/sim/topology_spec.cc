@@ -93,6 +93,11 @@ class Spec {
       l.mtu = to_int(take("mtu"), "mtu=");
       if (l.mtu < 576 || l.mtu > 65535) throw invalid_usage("sim: mtu= is 576 to 65535 bytes");
     }
+    if (values_.count("queue")) {
+      const std::string q = take("queue");
+      if (q != "fifo" && q != "fair") throw invalid_usage("sim: queue= is fifo or fair, not '" + q + "'");
+      l.fifo = q == "fifo";
+    }
     return l;
   }
   // After every known key was taken: what is left is a mistake.

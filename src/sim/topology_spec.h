@@ -10,7 +10,9 @@
 // and 1us. burst= (bytes as tc writes them: 512kb, 8mb) puts a token-bucket shaper on every
 // link, as Linux TBF: that many bytes pass at peak= (default 10 x rate) before the rate
 // holds. mtu= (bytes) says the links carry TCP/IPv4 over Ethernet frames of that MTU, so that
-// a message's bytes are (mtu - 52) / (mtu + 14) of what the rate counts. A bad spec is kInvalidUsage naming the offending part.
+// a message's bytes are (mtu - 52) / (mtu + 14) of what the rate counts. queue=fifo (default
+// fair) has each host's link serve its ranks' messages in posting order (LinkSpec::fifo). A
+// bad spec is kInvalidUsage naming the offending part.
 #pragma once
 
 #include <memory>

@@ -39,6 +39,27 @@ TEST(FlowNetwork, AFlowThatEndsGivesItsShareToTheOthers) {
   EXPECT_DOUBLE_EQ(net.rate(big), 10.0);
 }
 
+TEST(FlowNetwork, APriorityTakesWhatTheOnesBeforeItLeave) {
+  // Link 0 (10 B/s) carries A (priority 0) and B (priority 1); A also crosses link 1 (4 B/s).
+  // A takes its 4, B the 6 left; alone on link 0, B would still take only what A leaves.
+  FlowNetwork net({10.0, 4.0, 10.0});
+  const int a = net.add(40, {0, 1}, 0);
+  const int b = net.add(60, {0}, 1);
+  EXPECT_DOUBLE_EQ(net.next_finish(), 10.0);
+  EXPECT_DOUBLE_EQ(net.rate(a), 4.0);
+  EXPECT_DOUBLE_EQ(net.rate(b), 6.0);
+  // C (priority 0) on link 0 alone: A and C share link 0 max-min (A still held to 4 by link
+  // 1, C 6), B gets nothing until one of them is done.
+  const int c = net.add(60, {0, 2}, 0);
+  EXPECT_DOUBLE_EQ(net.next_finish(), 10.0);
+  EXPECT_DOUBLE_EQ(net.rate(c), 6.0);
+  EXPECT_DOUBLE_EQ(net.rate(b), 0.0);
+  // B moves up: the three share link 0 as equals, 10/3 each (below link 1's 4).
+  net.set_priority(b, 0);
+  net.next_finish();
+  for (int f : {a, b, c}) EXPECT_DOUBLE_EQ(net.rate(f), 10.0 / 3);
+}
+
 TEST(FlowNetwork, ATokenBucketPassesItsBurstAtPeakOnceTheLinkIdled) {
   // 10 B/s, a 20 B bucket drained at 100 B/s. Empty at first: 50 B take 5 s at the rate.
   FlowNetwork net({10.0});
@@ -156,6 +177,31 @@ TEST(Replay, APairsMessagesLeaveOneAtATimeInOrder) {
                                   ReplayMode::kSymmetric);
   EXPECT_NE(sym.method, "full");
   EXPECT_NEAR(sym.time_s, full.time_s, full.time_s * 1e-9);
+}
+
+// queue=fifo: a host's link serves its messages in posting order. A binomial broadcast of n on
+// eight hosts at rate R: the root posts its sends to 4, 2 and 1 at once. Shared max-min, the
+// three finish together at 3n/R and 4's subtree is two more sends deep behind them; in
+// posting order 4 has its copy at n/R, 2 at 2n/R, and every rank has it by 3n/R (the root's
+// link busy throughout).
+TEST(Replay, AFifoLinkSendsItsMessagesInPostingOrder) {
+  coll::CollArgs a;
+  a.op = coll::CollOp::kBroadcast;
+  a.dtype = DataType::kF32;
+  a.count = 1 << 18;  // 1 MiB, one chunk
+  const double n = a.count * 4.0, R = 1.25e8;
+  auto fair = parse_topology("star:hosts=8,rate=1gbit,latency=0us");
+  auto fifo = parse_topology("star:hosts=8,rate=1gbit,latency=0us,queue=fifo");
+  const Placement eight{.ranks = 8, .ranks_per_host = 1};
+  EXPECT_NEAR(replay(*fifo, eight, a, coll::Algorithm::kBinomialTree, network_only(0)).time_s,
+              3 * n / R, 1e-9);
+  // Shared: the root's three at 3n/R; 4's to 6 and 5 shared, 2n/R; 6's to 7, n/R.
+  EXPECT_NEAR(replay(*fair, eight, a, coll::Algorithm::kBinomialTree, network_only(0)).time_s,
+              6 * n / R, 1e-9);
+  // A FIFO link's order is every rank's: no replay through rank 0.
+  EXPECT_EQ(replay(*fifo, eight, allreduce_of(1 << 18), coll::Algorithm::kRing, network_only(0))
+                .method,
+            "full");
 }
 
 // Collectives run back to back: a shaped link that idles at the end of a call starts the next

@@ -241,6 +241,15 @@ TEST(TopologySpec, MtuLeavesMessagesThePayloadOfEachFrame) {
                    1.25e8 * 8948 / 9014);
 }
 
+TEST(TopologySpec, QueueSaysHowAHostsLinkServesItsMessages) {
+  auto fifo = parse_topology("star:hosts=2,queue=fifo");
+  EXPECT_TRUE(fifo->links()[0].fifo);
+  EXPECT_TRUE(fifo->links()[1].fifo);
+  EXPECT_EQ(fifo->spec(), "star:hosts=2,rate=1gbit,latency=1us,queue=fifo");
+  EXPECT_FALSE(parse_topology("star:hosts=2,queue=fair")->links()[0].fifo);
+  EXPECT_FALSE(parse_topology("star:hosts=2")->links()[0].fifo);
+}
+
 TEST(TopologySpec, BadSpecsNameTheirMistake) {
   auto refused = [](const char* spec, const char* says) {
     try {
@@ -268,6 +277,7 @@ TEST(TopologySpec, BadSpecsNameTheirMistake) {
   refused("mesh:hosts=4,hosts=5", "given twice");
   refused("star:hosts", "not key=value");
   refused("star:hosts=2,mtu=100", "mtu= is 576 to 65535");
+  refused("star:hosts=2,queue=lifo", "queue= is fifo or fair");
   auto t = parse_topology("ring:hosts=4");
   EXPECT_THROW(t->route(0, 0, 0), Error);
   EXPECT_THROW(t->route(0, 4, 0), Error);

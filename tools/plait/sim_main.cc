@@ -48,9 +48,10 @@ constexpr const char* kUsage =
     "SPEC: ring:hosts=N | mesh:hosts=N | star:hosts=N | torus:dims=AxB[xC]\n"
     "      | fattree:k=K[,oversub=R][,ecmp=flow|packet]\n"
     "      | dragonfly:a=A,p=P,h=H[,arrangement=absolute|circulant][,routing=minimal|valiant]\n"
-    "      each with [,rate=1gbit][,latency=1us][,burst=B[,peak=R]][,mtu=M] for its links\n"
-    "      (burst: a TBF shaper on each link; mtu: TCP/IPv4 over Ethernet frames of M bytes,\n"
-    "      so messages get (M - 52) / (M + 14) of the rate)\n";
+    "      each with [,rate=1gbit][,latency=1us][,burst=B[,peak=R]][,mtu=M][,queue=fair|fifo]\n"
+    "      for its links (burst: a TBF shaper on each link; mtu: TCP/IPv4 over Ethernet frames\n"
+    "      of M bytes, so messages get (M - 52) / (M + 14) of the rate; queue=fifo: a host's\n"
+    "      link sends its ranks' messages in posting order instead of sharing it max-min)\n";
 
 const std::vector<std::string> kComparison = {
     "ring:hosts=64", "mesh:hosts=64", "torus:dims=8x8", "torus:dims=4x4x4", "fattree:k=6",
