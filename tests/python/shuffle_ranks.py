@@ -57,11 +57,53 @@ def raw_bytes():
     print(f"rank {me}: shuffle bytes ok", flush=True)
 
 
+def spilled_sorted_runs():
+    """Eight runs a rank through a 64 KiB budget, keyed: spilled, merged, in key order."""
+    sorted_dtype = np.dtype([("key", ">u8"), ("value", "f4", 3)])  # big-endian: memcmp order
+
+    def runs_of(rank):
+        rng = np.random.default_rng(100 + rank)
+        out = []
+        for _ in range(8):
+            r = np.zeros(2000, sorted_dtype)
+            r["key"] = rng.integers(0, 1 << 40, len(r))
+            r["value"][:, 0] = rank
+            out.append(r)
+        return out
+
+    sh = plait.shuffle.Shuffle(memory_bytes=64 << 10)
+    me, n = sh.rank, sh.size
+
+    def dest(r):  # ranges of the key space: rank i gets the i-th
+        return (r["key"].astype(np.uint64) * np.uint64(n) >> np.uint64(40)).astype(np.int32)
+
+    runs = runs_of(me)
+    got = sh.exchange(runs, [dest(r) for r in runs], key_bytes=8)
+    assert got.dtype == sorted_dtype, got.dtype
+    every = np.concatenate([r for m in range(n) for r in runs_of(m)])
+    want = every[dest(every) == me]
+    want = want[np.argsort(want["key"], kind="stable")]
+    assert np.array_equal(got["key"], want["key"]), "not the keys, or not in order"
+    assert np.array_equal(np.sort(got, order=["key", "value"]), np.sort(want, order=["key", "value"]))
+    stats = sh.stats(sorted_dtype.itemsize, key_bytes=8)
+    assert stats["bytes_spilled"] > 0 and stats["runs_spilled"] > 0, stats
+    try:
+        sh.exchange([runs[0]], [], key_bytes=8)
+    except ValueError as e:
+        assert "1 runs of records but 0 arrays of destinations" in str(e), e
+    else:
+        raise AssertionError("runs without destinations were shuffled")
+    print(f"rank {me}: shuffle spilled ok ({len(got)} rows, {stats['bytes_spilled']} bytes spilled)",
+          flush=True)
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     if case in ("pull", "push"):
         structured(case)
     elif case == "bytes":
         raw_bytes()
+    elif case == "spilled":
+        spilled_sorted_runs()
     else:
         sys.exit(f"unknown case {case}")

@@ -30,3 +30,10 @@ def test_bytes_records_and_a_torn_record():
     code, out = run_ranks(3, "bytes")
     assert code == 0, out
     assert out.count("shuffle bytes ok") == 3, out
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_runs_spilled_past_a_budget_come_back_merged_in_key_order(transport):
+    code, out = run_ranks(3, "spilled", {"PLAIT_TRANSPORT": transport})
+    assert code == 0, out
+    assert out.count("shuffle spilled ok") == 3, out
