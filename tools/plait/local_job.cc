@@ -127,7 +127,13 @@ LocalJob::~LocalJob() {
 }
 
 void LocalJob::start(const JobIdentity& identity, int stdin_fd) {
-  const std::vector<std::string> inherited = current_environment();
+  std::vector<std::string> inherited = current_environment();
+  // The ranks' stderr is a pipe to us: where ours is a terminal, a rank's progress display
+  // (PLAIT_PROGRESS, tools/plait/phase_progress.h) is wanted all the same, unless set.
+  if (::isatty(STDERR_FILENO) == 1 &&
+      std::none_of(inherited.begin(), inherited.end(),
+                   [](const std::string& e) { return e.starts_with("PLAIT_PROGRESS="); }))
+    inherited.push_back("PLAIT_PROGRESS=1");
   const std::vector<int> cpu = plan_binding(options_.bind, options_.nranks);
   ranks_.reserve(static_cast<size_t>(options_.nranks));
   for (int r = 0; r < options_.nranks; ++r) {

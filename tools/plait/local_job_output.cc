@@ -10,7 +10,12 @@ namespace plait::cli {
 void LinePrefixer::feed(std::string_view data) {
   std::string batch;
   while (!data.empty()) {
-    size_t newline = data.find('\n');
+    size_t newline = data.find_first_of("\r\n");
+    // A line ending in a lone '\r' redraws itself (a progress display): it goes out at once,
+    // prefixed, and the terminal's next line overwrites it. "\r\n" ends a line as '\n' does.
+    if (newline != std::string_view::npos && data[newline] == '\r' && newline + 1 < data.size() &&
+        data[newline + 1] == '\n')
+      ++newline;
     if (newline == std::string_view::npos) {
       pending_.append(data);
       size_t cut = 0;

@@ -17,7 +17,8 @@ class LinePrefixer {
 
   LinePrefixer(std::string prefix, int out_fd) : prefix_(std::move(prefix)), out_fd_(out_fd) {}
 
-  // Writes every line `data` completes; keeps the unfinished rest for later.
+  // Writes every line `data` completes ('\n', or a lone '\r': a line redrawn in place);
+  // keeps the unfinished rest for later.
   void feed(std::string_view data);
   // Writes the unfinished rest, if any, as a line of its own (the stream ended without '\n').
   void finish();

@@ -16,6 +16,7 @@
 #include "sort_files.h"
 #include "plait/bootstrap.h"
 #include "plait/error.h"
+#include "phase_progress.h"
 #include "shuffle/gensort.h"
 #include "shuffle/record_file.h"
 #include "shuffle/record_summary.h"
@@ -99,14 +100,18 @@ int gen_main(const std::vector<std::string>& args) {
   constexpr size_t kBlock = 1 << 16;  // records per write: 6.5 MB
   std::vector<uint8_t> block(kBlock * kRecordBytes);
   RecordSummary summary;
+  PhaseProgress progress("sort", env.rank == 0 && PhaseProgress::wanted());
+  progress.begin("gen", (hi - lo) * kRecordBytes);
   for (uint64_t at = lo; at < hi;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, hi - at));
     shuffle::generate_records(first + at, n, format, block.data());
     summary.append(shuffle::summarize(block.data(), n));
     w.write(block.data(), n);
     at += n;
+    progress.advance((at - lo) * kRecordBytes);
   }
   w.close();
+  progress.end();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   char sum[40];
   std::printf("rank %d: records %llu..%llu (%llu) -> %s, checksum %s, %.2f s\n", env.rank,

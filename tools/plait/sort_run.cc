@@ -29,6 +29,7 @@
 #include "shuffle/range_partition.h"
 #include "shuffle/record_file.h"
 #include "shuffle/record_sort.h"
+#include "phase_progress.h"
 #include "sort_files.h"
 
 namespace plait::cli {
@@ -107,18 +108,24 @@ std::vector<std::string> share_files(const std::string& dir, int rank, int size)
   return mine;
 }
 
-shuffle::Buffer read_share(const std::string& dir, int rank, int size) {
+shuffle::Buffer read_share(const std::string& dir, int rank, int size, PhaseProgress& progress) {
   std::vector<shuffle::RecordReader> mine;
   uint64_t records = 0;
   for (const std::string& f : share_files(dir, rank, size)) {
     mine.emplace_back(f);
     records += mine.back().records();
   }
+  progress.begin("read", records * kRecordBytes);
   shuffle::Buffer data(records * kRecordBytes);
+  constexpr uint64_t kPiece = uint64_t{1} << 19;  // records: 52 MB, a progress step
   uint64_t at = 0;
   for (shuffle::RecordReader& r : mine) {
-    r.read_at(0, r.records(), data.data() + at * kRecordBytes);
-    at += r.records();
+    for (uint64_t first = 0; first < r.records(); first += kPiece) {
+      const size_t n = static_cast<size_t>(std::min(kPiece, r.records() - first));
+      r.read_at(first, n, data.data() + at * kRecordBytes);
+      at += n;
+      progress.advance(at * kRecordBytes);
+    }
   }
   return data;
 }
@@ -160,26 +167,34 @@ void report(const Options& o, const std::vector<RankReport>& ranks, shuffle::Shu
 }
 
 // The in-memory sort: the share read whole, one map, the partition received whole.
-uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& clock) {
+uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& clock,
+                        PhaseProgress& progress) {
   const int rank = fabric.rank(), size = fabric.size();
-  shuffle::Buffer in = read_share(o.in, rank, size);
+  shuffle::Buffer in = read_share(o.in, rank, size, progress);
   const size_t count = in.size() / kRecordBytes;
   clock.lap(kRead);
+  progress.begin("sample");
 
   const shuffle::RangePartitioner parts =
       shuffle::RangePartitioner::sample(fabric, in.data(), count, 10000, kSampleTag);
   clock.lap(kSample);
 
+  progress.begin("map");  // one call: its time shows, its bytes when it is done
   shuffle::Shuffle s(fabric, {.record_bytes = kRecordBytes, .mode = o.mode});
   s.map(in.data(), count, [&](const uint8_t* r) { return parts.partition(r); });
+  progress.advance(in.size());
   in = shuffle::Buffer();  // the map output holds them now
   clock.lap(kMap);
 
+  progress.begin("shuffle");
   shuffle::Buffer mine = s.exchange();
+  progress.advance(mine.size());
   clock.lap(kShuffle);
 
+  progress.begin("sort");
   const size_t n = mine.size() / kRecordBytes;
   const shuffle::RecordOrder order(mine.data(), n);
+  progress.advance(mine.size());
   clock.lap(kSort);
 
   // The records in sorted order, a piece at a time: each piece goes to the disk while the
@@ -187,13 +202,16 @@ uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& cloc
   shuffle::RecordWriter w(rank_file(o.out, "part", rank));
   constexpr size_t kPiece = size_t{1} << 18;  // records: 26 MB
   shuffle::Buffer piece(std::min(n, kPiece) * kRecordBytes);
+  progress.begin("write", mine.size());
   for (size_t at = 0; at < n; at += kPiece) {
     const size_t k = std::min(kPiece, n - at);
     order.gather(at, k, piece.data());
     w.write(piece.data(), k);
+    progress.advance((at + k) * kRecordBytes);
   }
   w.close();
   clock.lap(kWrite);
+  progress.end();
   std::printf("rank %d: %llu records in, %zu out -> %s\n", rank,
               static_cast<unsigned long long>(s.stats().records_mapped), n,
               rank_file(o.out, "part", rank).c_str());
@@ -203,7 +221,7 @@ uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& cloc
 // The sort within a memory budget: chunks read and mapped as sorted runs (spilled past the
 // budget), the partition merged from the runs and written as it arrives.
 uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_dir,
-                     rdma::Fabric& fabric, PhaseClock& clock) {
+                     rdma::Fabric& fabric, PhaseClock& clock, PhaseProgress& progress) {
   const int rank = fabric.rank(), size = fabric.size();
   std::vector<shuffle::RecordReader> readers;
   uint64_t records = 0;
@@ -212,6 +230,7 @@ uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_d
     records += readers.back().records();
   }
   // Samples: records evenly spaced through the share, read one by one.
+  progress.begin("sample");
   constexpr size_t kSamples = 10000;
   const size_t samples = static_cast<size_t>(std::min<uint64_t>(records, kSamples));
   shuffle::Buffer sample(samples * kRecordBytes);
@@ -239,11 +258,15 @@ uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_d
   // while it is made.
   const size_t chunk = std::max<size_t>(1, std::min(budget / 4, size_t{256} << 20) / kRecordBytes);
   shuffle::Buffer in(chunk * kRecordBytes);
+  progress.begin("map", records * kRecordBytes);  // read, sorted into runs, spilled
+  uint64_t mapped = 0;
   for (shuffle::RecordReader& r : readers) {
     for (size_t n = r.read(in.data(), chunk); n > 0; n = r.read(in.data(), chunk)) {
       clock.lap(kRead);
       s.map(in.data(), n, [&](const uint8_t* rec) { return parts.partition(rec); });
       clock.lap(kMap);
+      mapped += n;
+      progress.advance(mapped * kRecordBytes);
     }
   }
   in = shuffle::Buffer();
@@ -251,15 +274,19 @@ uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_d
   shuffle::RecordWriter w(rank_file(o.out, "part", rank));
   double writing = 0;
   uint64_t out = 0;
+  progress.begin("shuffle");  // with the merge, and the writes of what it merged
   s.exchange([&](const uint8_t* rec, size_t n) {
     const auto t = Clock::now();
     w.write(rec, n);
     out += n;
+    progress.advance(out * kRecordBytes);
     writing += std::chrono::duration<double>(Clock::now() - t).count();
   });
   clock.lap(kShuffle);
+  progress.begin("write");
   w.close();
   clock.lap(kWrite);
+  progress.end();
   clock.move(kShuffle, kWrite, writing);  // the writes made inside the merge
   const shuffle::ShuffleStats& st = s.stats();
   std::printf("rank %d: %llu records in, %llu out -> %s; %llu runs (%.1f MB) spilled, %llu spill reads served\n",
@@ -280,8 +307,11 @@ int sort_run_main(const std::vector<std::string>& args) {
   auto fabric = rdma::Fabric::create(boot, {.name = "sort"});
   std::filesystem::create_directories(o.out);
   PhaseClock clock;
-  const uint64_t mapped = budget == 0 ? sort_in_memory(o, *fabric, clock)
-                                      : sort_within(o, budget, config.shuffle_spill_dir, *fabric, clock);
+  // Rank 0's phases on one line (the ranks' lines would overwrite each other).
+  PhaseProgress progress("sort", fabric->rank() == 0 && PhaseProgress::wanted());
+  const uint64_t mapped =
+      budget == 0 ? sort_in_memory(o, *fabric, clock, progress)
+                  : sort_within(o, budget, config.shuffle_spill_dir, *fabric, clock, progress);
 
   RankReport mine_report{};
   std::memcpy(mine_report.seconds, clock.seconds(), sizeof(mine_report.seconds));
