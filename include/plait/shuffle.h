@@ -13,7 +13,10 @@
 // with one-sided reads, several in flight, from every mapper, starting at a different mapper
 // on every rank so that no mapper serves everybody at once; the mapper's CPU takes no part.
 // Push: the reducer sends each mapper where to put its block in a region sized from the
-// lengths, and the mapper writes it there. A mapper's own block is copied.
+// lengths, and the mapper writes it there; with key_bytes set, the reducer gives credits
+// instead, one per window of its merge (where to write which bytes of which run), and the
+// mapper writes each window's bytes when its credit comes (from memory, or read from its spill
+// file), then says so. A mapper's own block is copied.
 //
 // Errors: a mapper that dies fails exchange() on every reducer still waiting for its block,
 // naming the mapper, the partition and the bytes; a reducer that dies fails the mappers
@@ -56,7 +59,8 @@ struct ShuffleOptions {
   // reducer's partition comes merged in that order.
   size_t key_bytes = 0;
   // > 0: at most this many bytes of map output stay in memory (runs past it are spilled),
-  // and a reducer merging keeps its windows within it. Pull mode only.
+  // and a reducer merging keeps its windows within it. Push mode needs key_bytes with it (a
+  // push without a key writes the partition whole).
   size_t memory_bytes = 0;
   std::string spill_dir;  // where spill files go; "" = $TMPDIR, else /tmp
 };
@@ -121,8 +125,8 @@ class Shuffle {
 
   // Collective, as exchange(), but the partition goes to `sink` a batch of records at a time
   // (each batch valid during the call only): in key order when key_bytes is set, else
-  // mapper by mapper. In pull mode with a memory budget, memory stays within it whatever
-  // the partition's size.
+  // mapper by mapper. With a key and a memory budget, memory stays within it whatever the
+  // partition's size.
   using Sink = std::function<void(const uint8_t* records, size_t count)>;
   void exchange(const Sink& sink);
 

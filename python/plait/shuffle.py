@@ -54,8 +54,9 @@ class Shuffle:
     """A shuffle among the ranks of the fabric (created from the environment if not given).
 
     mode: "pull" (reducers read) or "push" (mappers write).
-    memory_bytes: > 0, the most bytes of map output a rank keeps in memory (pull only); runs
-    past it go to a spill file in spill_dir (default $TMPDIR, else /tmp).
+    memory_bytes: > 0, the most bytes of map output a rank keeps in memory; runs past it go to
+    a spill file in spill_dir (default $TMPDIR, else /tmp). With push, only for keyed runs
+    (exchange(..., key_bytes=K)): the reducer merges windows it gives the mappers credits for.
     """
 
     def __init__(self, fabric=None, mode="pull", name="shuffle", timeout=60.0,

@@ -48,6 +48,13 @@ void Shuffle::Impl::fail(const rdma::Completion& c) {
       break;
     case Op::kRequestIn: what = "read requests for its spill file from reducer " + std::to_string(peer); break;
     case Op::kServed: what = "sending spilled records to reducer " + std::to_string(peer); break;
+    case Op::kCreditIn: what = "credits from reducer " + std::to_string(peer); break;
+    case Op::kPushed:
+      what = "writing records of partition " + std::to_string(peer) + " into a window of reducer " +
+             std::to_string(peer);
+      break;
+    case Op::kNotified: what = "telling reducer " + std::to_string(peer) + " a window is written"; break;
+    case Op::kWritten: what = "waiting for " + block_text(peer, from) + " to be written"; break;
   }
   throw Error(c.error->category(),
               "round " + std::to_string(round_) + ": " + what + ": " + c.error->message(),
@@ -65,7 +72,7 @@ void Shuffle::Impl::begin_round() {
   request_queue_.assign(size_, {});
   requests_out_.assign(size_, 0);
   fetches_ = 0;
-  if (spill_) post_serving();
+  if (spill_ || credited()) post_serving();
 }
 
 void Shuffle::Impl::send_locations() {
@@ -80,12 +87,15 @@ void Shuffle::Impl::send_locations() {
   }
   // Our blocks for each reducer: a header, then the run's non-empty segments.
   own_.assign(size_, {});
+  own_src_.assign(size_, {});
   own_data_.clear();
   for (int r = 0; r < size_; ++r) {
     own_[r].push_back(BlockWire{});
+    own_src_[r].push_back(nullptr);
     for (const Run& run : runs_) {
       if (run.bytes[r] == 0) continue;
-      if (r == rank_) own_data_.push_back(run.spilled ? nullptr : run_data(run) + run.offset[r]);
+      own_src_[r].push_back(run.spilled ? nullptr : run_data(run) + run.offset[r]);
+      if (r == rank_) own_data_.push_back(own_src_[r].back());
       BlockWire b;
       if (run.spilled) {
         b.offset = run.file_offset + run.offset[r];
@@ -150,6 +160,7 @@ void Shuffle::Impl::finish_round() {
   // pull: tell every mapper we are done with its blocks, and wait until every reducer is done
   // with ours (serving its spill reads meanwhile) before the runs go.
   std::vector<uint64_t> in(size_), out(size_, round_);
+  CancelOnThrow cancel_first(*this);
   int expected = 0;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
@@ -175,14 +186,16 @@ void Shuffle::Impl::finish_round() {
 }
 
 void Shuffle::Impl::end_round() {
-  // Left posted: the receives for read requests (no other operation is pending).
-  if (!request_in_.empty()) {
-    fabric_.cancel(*cq_);
-    rdma::Completion drained;
-    while (cq_->poll(&drained)) {
-    }
-  }
+  // Left posted: the receives for read requests and credits (no other operation is pending).
+  if (!request_in_.empty() || !credit_in_.empty()) cancel_pending();
   request_in_.clear();
+  credit_in_.clear();
+  push_queue_.clear();
+  pushing_.clear();
+  pushing_free_.clear();
+  windows_region_.reset();
+  windows_base_ = nullptr;
+  windows_ = Buffer();
   serve_queue_.clear();
   serve_buffer_.clear();
   serve_free_.clear();
@@ -194,20 +207,26 @@ void Shuffle::Impl::end_round() {
   ++round_;
 }
 
+void Shuffle::Impl::cancel_pending() {
+  fabric_.cancel(*cq_);
+  rdma::Completion drained;
+  while (cq_->poll(&drained)) {
+  }
+}
+
 template <typename Body>
 auto Shuffle::Impl::guarded(Body body) -> decltype(body()) {
   try {
     return body();
   } catch (...) {
-    // Receives, reads and writes of this round may still be posted into buffers the unwind
-    // frees (the push round's locals, the partition being filled): the fabric fails them
-    // all, and from cancel()'s return writes nothing more into them. The round is over; the
-    // next starts clean, its messages tagged apart from this one's leftovers.
-    fabric_.cancel(*cq_);
-    rdma::Completion drained;
-    while (cq_->poll(&drained)) {
-    }
+    // Receives, reads and writes of this round may still be posted into buffers: the fabric
+    // fails them all, and from cancel()'s return writes nothing more into them. Those in
+    // the body's locals (the partition being filled, the push round's messages) were
+    // cancelled already, by a CancelOnThrow declared after them, before they went. The round
+    // is over; the next starts clean, its messages tagged apart from this one's leftovers.
+    cancel_pending();
     request_in_.clear();
+    credit_in_.clear();
     end_round();
     throw;
   }
@@ -220,11 +239,12 @@ Buffer Shuffle::Impl::exchange() {
     send_locations();
     const uint64_t total = partition_bytes();
     Buffer out(total);
+    CancelOnThrow cancel_first(*this);
     for (int r = 0; r < size_; ++r)
       if (r != rank_) stats_.bytes_sent += part_bytes_[r];
-    if (options_.mode == ShuffleMode::kPull && options_.key_bytes > 0) {
+    if (options_.key_bytes > 0) {  // pulled or pushed, a window at a time
       uint64_t at = 0;
-      merge_pull([&](const uint8_t* records, size_t count) {
+      merge_fetched([&](const uint8_t* records, size_t count) {
         std::memcpy(out.data() + at, records, count * options_.record_bytes);
         at += count * options_.record_bytes;
       });
@@ -236,15 +256,6 @@ Buffer Shuffle::Impl::exchange() {
       std::vector<uint64_t> at(size_, 0);
       for (int m = 1; m < size_; ++m) at[m] = at[m - 1] + from_bytes_[m - 1];
       push_round(out, at);
-      if (options_.key_bytes > 0) {
-        Buffer merged(total);
-        uint64_t to = 0;
-        merge_local(out, at, [&](const uint8_t* records, size_t count) {
-          std::memcpy(merged.data() + to, records, count * options_.record_bytes);
-          to += count * options_.record_bytes;
-        });
-        out = std::move(merged);
-      }
     }
     end_round();
     stats_.records_received += total / options_.record_bytes;
@@ -254,9 +265,9 @@ Buffer Shuffle::Impl::exchange() {
 }
 
 void Shuffle::Impl::exchange(const Sink& sink) {
-  if (options_.mode == ShuffleMode::kPush) {
-    // Push lands the partition whole in our memory (merged, with key_bytes); the sink then
-    // reads it from there.
+  if (options_.mode == ShuffleMode::kPush && options_.key_bytes == 0) {
+    // Push without a key lands the partition whole in our memory; the sink then reads it
+    // from there.
     Buffer whole = exchange();
     if (!whole.empty()) sink(whole.data(), whole.size() / options_.record_bytes);
     return;
@@ -268,7 +279,7 @@ void Shuffle::Impl::exchange(const Sink& sink) {
     for (int r = 0; r < size_; ++r)
       if (r != rank_) stats_.bytes_sent += part_bytes_[r];
     const uint64_t total = partition_bytes();
-    merge_pull(sink);
+    merge_fetched(sink);  // without a key, the blocks in mapper order
     finish_round();
     end_round();
     stats_.records_received += total / options_.record_bytes;

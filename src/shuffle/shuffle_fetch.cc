@@ -1,9 +1,10 @@
-// Pull mode: a reducer fetches its blocks. A block in a mapper's memory is read with
-// one-sided reads (the mapper's CPU takes no part); a spilled block is asked for with a read
-// request, which the mapper serves from its spill file whenever it waits on its queue (in
-// next()), whatever it is doing in the round. A reducer either fetches every block straight
-// into its partition (receive_pull) or merges the blocks as sorted runs, each fetched a
-// window at a time while the windows before it are merged (merge_pull).
+// A reducer fetches its blocks. Pull: a block in a mapper's memory is read with one-sided
+// reads (the mapper's CPU takes no part); a spilled block is asked for with a read request,
+// which the mapper serves from its spill file whenever it waits on its queue (in next()),
+// whatever it is doing in the round. A reducer either fetches every block straight into its
+// partition (receive_pull) or merges the blocks as sorted runs, each fetched a window at a
+// time while the windows before it are merged (merge_fetched); in push mode with a key the
+// same merge gives the mapper a credit for each window instead (shuffle_push.cc).
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -15,12 +16,22 @@
 namespace plait::shuffle {
 
 void Shuffle::Impl::post_serving() {
-  request_in_.assign(size_ * kRequestSlots, RequestWire{});
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    for (int s = 0; s < kRequestSlots; ++s)
-      fabric_.recv(p, &request_in_[p * kRequestSlots + s], sizeof(RequestWire),
-                   tag(MsgKind::kRequest), *cq_, ctx(Op::kRequestIn, p, s));
+  if (credited()) {
+    credit_in_.assign(size_ * kRequestSlots, CreditWire{});
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      for (int s = 0; s < kRequestSlots; ++s)
+        fabric_.recv(p, &credit_in_[p * kRequestSlots + s], sizeof(CreditWire),
+                     tag(MsgKind::kCredit), *cq_, ctx(Op::kCreditIn, p, s));
+    }
+  } else {
+    request_in_.assign(size_ * kRequestSlots, RequestWire{});
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      for (int s = 0; s < kRequestSlots; ++s)
+        fabric_.recv(p, &request_in_[p * kRequestSlots + s], sizeof(RequestWire),
+                     tag(MsgKind::kRequest), *cq_, ctx(Op::kRequestIn, p, s));
+    }
   }
   serve_buffer_.clear();
   serve_buffer_.resize(kServeBuffers);
@@ -29,6 +40,7 @@ void Shuffle::Impl::post_serving() {
 }
 
 bool Shuffle::Impl::serve(const rdma::Completion& c) {
+  if (serve_credit(c)) return true;
   const int peer = ctx_peer(c.context);
   switch (ctx_op(c.context)) {
     case Op::kRequestIn: {
@@ -81,7 +93,7 @@ bool Shuffle::Impl::start_fetch(const Fetch& f) {
     return true;
   }
   ++fetches_;
-  if (!b.in_file) {
+  if (!b.in_file && !credited()) {
     fabric_.read(f.mapper, f.dest, f.bytes, rdma::RemoteKey{b.addr, b.length, b.key}, b.offset + f.offset,
                  *cq_, ctx(Op::kRead, f.mapper, f.id));
     return false;
@@ -96,18 +108,28 @@ void Shuffle::Impl::pump_requests(int mapper) {
   while (!queue.empty() && requests_out_[mapper] < kRequestSlots) {
     const Fetch f = queue.front();
     queue.pop_front();
+    ++requests_out_[mapper];
+    if (credited()) {
+      ask_credit(f);
+      continue;
+    }
     // The answer's receive is posted before the question leaves.
     fabric_.recv(mapper, f.dest, f.bytes, tag(MsgKind::kData, f.id), *cq_, ctx(Op::kData, mapper, f.id));
     request_out_[f.id] = {f.block->offset + f.offset, f.bytes, f.id};
     fabric_.send(mapper, &request_out_[f.id], sizeof(RequestWire), tag(MsgKind::kRequest), 0, *cq_,
                  ctx(Op::kSend, mapper));
-    ++requests_out_[mapper];
   }
 }
 
 void Shuffle::Impl::fetched(const rdma::Completion& c, uint64_t expected_bytes) {
   const int m = ctx_peer(c.context);
   --fetches_;
+  if (ctx_op(c.context) == Op::kWritten) {  // the mapper wrote the window: no bytes here
+    --requests_out_[m];
+    pump_requests(m);
+    stats_.bytes_received += expected_bytes;
+    return;
+  }
   if (ctx_op(c.context) == Op::kData) {
     --requests_out_[m];
     if (c.bytes != expected_bytes)
@@ -147,14 +169,14 @@ void Shuffle::Impl::receive_pull(Buffer& out) {
   }
 }
 
-void Shuffle::Impl::merge_pull(const Sink& sink) {
+void Shuffle::Impl::merge_fetched(const Sink& sink) {
   struct Stream {
     int mapper;
     const BlockWire* block;
     const uint8_t* direct = nullptr;  // our own block in memory: no window needed
     bool given = false;
     uint64_t posted = 0;  // bytes of the block asked for so far
-    Buffer window[2];
+    uint8_t* window[2] = {nullptr, nullptr};
     uint64_t length[2] = {0, 0};
     bool ready[2] = {false, false};
     int front = 0;
@@ -165,7 +187,7 @@ void Shuffle::Impl::merge_pull(const Sink& sink) {
     for (const BlockWire& b : from_[m]) {
       Stream s{m, &b};
       if (m == rank_ && !b.in_file) s.direct = own_data_[&b - from_[rank_].data()];
-      streams.push_back(std::move(s));
+      streams.push_back(s);
     }
   const size_t rb = options_.record_bytes;
   // Two windows a stream; with a budget they share it.
@@ -173,8 +195,28 @@ void Shuffle::Impl::merge_pull(const Sink& sink) {
   if (options_.memory_bytes > 0 && !streams.empty())
     window = std::min<uint64_t>(window, options_.memory_bytes / (2 * streams.size()));
   window = std::max<uint64_t>(rb, window - window % rb);
+  // The windows, in one piece (registered for the mappers' writes when they push): none for
+  // a direct stream, no larger than its block for the others.
+  uint64_t arena_bytes = 0;
+  for (const Stream& s : streams)
+    if (!s.direct) arena_bytes += 2 * std::min(window, s.block->bytes);
+  // A member, not a local: on an error it must outlive the reads and writes into it until
+  // they are cancelled (end_round frees it).
+  windows_ = Buffer(arena_bytes);
+  if (credited() && arena_bytes > 0) {
+    windows_region_ = fabric_.register_memory(windows_.data(), arena_bytes, rdma::kAccessRemoteWrite);
+    windows_base_ = windows_.data();
+  }
+  for (uint64_t at = 0; Stream& s : streams) {
+    if (s.direct) continue;
+    for (uint8_t*& w : s.window) {
+      w = windows_.data() + at;
+      at += std::min(window, s.block->bytes);
+    }
+  }
 
   request_out_.assign(2 * streams.size(), RequestWire{});  // never resized while in flight
+  credit_out_.assign(2 * streams.size(), CreditWire{});
   const auto post = [&](size_t si, int w) {
     Stream& s = streams[si];
     s.length[w] = std::min<uint64_t>(window, s.block->bytes - s.posted);
@@ -182,8 +224,7 @@ void Shuffle::Impl::merge_pull(const Sink& sink) {
       s.ready[w] = true;
       return;
     }
-    if (s.window[w].size() < s.length[w]) s.window[w] = Buffer(s.length[w]);
-    s.ready[w] = start_fetch({s.mapper, s.block, s.posted, s.length[w], s.window[w].data(), si * 2 + w});
+    s.ready[w] = start_fetch({s.mapper, s.block, s.posted, s.length[w], s.window[w], si * 2 + w});
     s.posted += s.length[w];
   };
   for (size_t si = 0; si < streams.size(); ++si)
@@ -204,9 +245,9 @@ void Shuffle::Impl::merge_pull(const Sink& sink) {
     while (!s.ready[s.front]) {
       const rdma::Completion c =
           next(block_text(s.mapper, from_bytes_[s.mapper]) + ", " + std::to_string(s.posted) +
-               " bytes of it asked for (" + std::to_string(fetches_) + " reads in flight)");
+               " bytes of it asked for (" + std::to_string(fetches_) + " in flight)");
       const Op op = ctx_op(c.context);
-      if (op != Op::kRead && op != Op::kData) continue;
+      if (op != Op::kRead && op != Op::kData && op != Op::kWritten) continue;
       const uint64_t id = ctx_id(c.context);
       Stream& t = streams[id / 2];
       fetched(c, t.length[id % 2]);
@@ -214,11 +255,15 @@ void Shuffle::Impl::merge_pull(const Sink& sink) {
     }
     const int w = s.front;
     s.front ^= 1;
-    return {s.window[w].data(), s.length[w]};
+    return {s.window[w], s.length[w]};
   };
   const size_t batch_records = std::max<size_t>(1, window / rb);
   Buffer batch(batch_records * rb);
   merge_runs(streams.size(), rb, options_.key_bytes, next_window, batch.data(), batch_records, sink);
+  // Every window is merged: nothing more lands in them.
+  windows_region_.reset();
+  windows_base_ = nullptr;
+  windows_ = Buffer();
 }
 
 }  // namespace plait::shuffle

@@ -15,11 +15,16 @@
 //   kRequest   reducer -> mapper   pull, spilled block: read bytes at offset of your spill
 //                                  file and send them to me tagged with id
 //   kData      mapper -> reducer   the bytes of a request (none: the request was out of range)
+//   kCredit    reducer -> mapper   push with a key: write bytes of one of your blocks for me
+//                                  into this window of mine (a CreditWire)
+//   kWritten   mapper -> reducer   push with a key, tagged with the credit's id, no bytes: the
+//                                  window is written
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +51,21 @@ struct RequestWire {  // a kRequest message
   uint64_t id = 0;
 };
 
-enum class MsgKind : uint64_t { kLocation = 1, kTarget = 2, kDone = 3, kRequest = 4, kData = 5 };
+struct CreditWire {  // a kCredit message
+  uint64_t block = 0;   // which of the mapper's blocks for this reducer (its location order)
+  uint64_t offset = 0;  // in the block
+  uint64_t bytes = 0;
+  uint64_t id = 0;      // the kWritten message's tag
+  uint64_t addr = 0;    // the reducer's window region (remote key) ...
+  uint64_t length = 0;
+  uint64_t key = 0;
+  uint64_t window = 0;  // ... and the offset of the window in it
+};
+static_assert(sizeof(CreditWire) == 64);
+
+enum class MsgKind : uint64_t {
+  kLocation = 1, kTarget = 2, kDone = 3, kRequest = 4, kData = 5, kCredit = 6, kWritten = 7
+};
 
 class Shuffle::Impl {
  public:
@@ -61,7 +80,8 @@ class Shuffle::Impl {
  private:
   // What a completion is about: kind in the top byte, peer and an id below.
   enum class Op : uint64_t {
-    kLocationIn = 1, kTargetIn, kDoneIn, kSend, kRead, kWrite, kData, kRequestIn, kServed
+    kLocationIn = 1, kTargetIn, kDoneIn, kSend, kRead, kWrite, kData, kRequestIn, kServed,
+    kCreditIn, kPushed, kNotified, kWritten
   };
   static uint64_t ctx(Op op, int peer, uint64_t id = 0) {
     return static_cast<uint64_t>(op) << 56 | static_cast<uint64_t>(peer) << 32 | id;
@@ -92,6 +112,25 @@ class Shuffle::Impl {
     uint64_t id;
   };
 
+  // Fails every operation of the round still pending and drops their completions; on return
+  // nothing more lands in our buffers.
+  void cancel_pending();
+  // Declared after the buffers a round's operations land in (locals are destroyed in reverse
+  // order): on an exception, the operations are cancelled before those buffers go.
+  class CancelOnThrow {
+   public:
+    explicit CancelOnThrow(Impl& impl) : impl_(impl), uncaught_(std::uncaught_exceptions()) {}
+    ~CancelOnThrow() {
+      if (std::uncaught_exceptions() > uncaught_) impl_.cancel_pending();
+    }
+    CancelOnThrow(const CancelOnThrow&) = delete;
+    CancelOnThrow& operator=(const CancelOnThrow&) = delete;
+
+   private:
+    Impl& impl_;
+    int uncaught_;
+  };
+
   // Waits for one completion until the round's deadline, serving spill reads for other
   // ranks on the way; throws, naming `waiting_for`, on a timeout or a failed operation.
   rdma::Completion next(const std::string& waiting_for);
@@ -113,18 +152,24 @@ class Shuffle::Impl {
   void finish_round();
   uint64_t partition_bytes() const;
 
+  // Push with a key: the reducer gives credits for its merge's windows (push with a key)
+  // instead of reading them.
+  bool credited() const { return options_.mode == ShuffleMode::kPush && options_.key_bytes > 0; }
+
   // Fetching and serving (shuffle_fetch.cc).
   void post_serving();
   bool serve(const rdma::Completion& c);  // true: c was about serving
   bool start_fetch(const Fetch& f);  // true: done already (our own block)
-  void pump_requests(int mapper);
+  void pump_requests(int mapper);    // read requests, or credits
   void fetched(const rdma::Completion& c, uint64_t expected_bytes);
   void receive_pull(Buffer& out);
-  void merge_pull(const Sink& sink);
+  void merge_fetched(const Sink& sink);  // the runs merged, a window at a time, pulled or pushed
 
   // Push (shuffle_push.cc).
   void push_round(Buffer& out, const std::vector<uint64_t>& at);
-  void merge_local(const Buffer& out, const std::vector<uint64_t>& at, const Sink& sink);
+  void ask_credit(const Fetch& f);       // reducer: a credit for window f
+  bool serve_credit(const rdma::Completion& c);  // mapper: true when c was about credits
+  void pump_pushes();
 
   rdma::Fabric& fabric_;
   ShuffleOptions options_;
@@ -150,16 +195,34 @@ class Shuffle::Impl {
   std::deque<Served> serve_queue_;
   std::vector<Buffer> serve_buffer_;
   std::vector<int> serve_free_;
-  int serving_ = 0;  // data sends not yet completed
+  int serving_ = 0;  // data sends, pushes and their notices not yet completed
+
+  // Serving credits (push with a key): a receive posted per peer and slot; the credits
+  // waiting for a write, and those being written (the write's context indexes pushing_).
+  std::vector<CreditWire> credit_in_;  // [peer * kRequestSlots + slot]
+  struct Push {
+    int reducer;
+    CreditWire credit;
+    int buffer;  // staging buffer of a spilled block's bytes, or -1
+  };
+  std::deque<Push> push_queue_;
+  std::vector<Push> pushing_;
+  std::vector<uint32_t> pushing_free_;
 
   // Reduce side of this round.
   std::vector<std::vector<BlockWire>> from_;  // per mapper: its blocks for us
   std::vector<uint64_t> from_bytes_;           // per mapper: their total
   std::vector<std::vector<BlockWire>> own_;    // our blocks, per partition (ours included)
+  std::vector<std::vector<const uint8_t*>> own_src_;  // where they are (null: spilled), as own_
   std::vector<const uint8_t*> own_data_;       // our blocks of our partition (null: spilled)
   std::vector<std::deque<Fetch>> request_queue_;  // per mapper: spill reads not yet asked
   std::vector<int> requests_out_;                  // per mapper: asked, not yet answered
   std::vector<RequestWire> request_out_;           // by fetch id: the messages in flight
+  std::vector<CreditWire> credit_out_;             // by fetch id: the credits in flight
+  Buffer windows_;  // the merge's windows, every stream's two
+  std::unique_ptr<rdma::MemoryRegion> windows_region_;  // push: them, registered for writes
+  const uint8_t* windows_base_ = nullptr;
+  uint64_t written_sink_ = 0;  // where the kWritten notices (no bytes) are received
   int fetches_ = 0;                                // reads and requests not yet completed
   std::vector<BlockWire> to_;  // per reducer (push): where our blocks go (kTarget)
   ShuffleStats stats_;

@@ -23,9 +23,10 @@ Shuffle::Impl::Impl(rdma::Fabric& fabric, ShuffleOptions options)
   if (options_.key_bytes > options_.record_bytes)
     throw invalid_usage("shuffle: key_bytes " + std::to_string(options_.key_bytes) +
                         " past record_bytes " + std::to_string(options_.record_bytes));
-  if (options_.memory_bytes > 0 && options_.mode == ShuffleMode::kPush)
-    throw invalid_usage("shuffle: a memory budget needs pull mode (push writes a partition "
-                        "whole into the reducer's memory)");
+  if (options_.memory_bytes > 0 && options_.mode == ShuffleMode::kPush && options_.key_bytes == 0)
+    throw invalid_usage("shuffle: a memory budget in push mode needs key_bytes (without a key "
+                        "push writes a partition whole into the reducer's memory; with one the "
+                        "reducer merges windows it gives credits for)");
   if (options_.fetch_bytes < options_.record_bytes) options_.fetch_bytes = options_.record_bytes;
   options_.fetch_bytes -= options_.fetch_bytes % options_.record_bytes;
   if (options_.in_flight < 1) options_.in_flight = 1;

@@ -1,6 +1,14 @@
-// Push mode: each reducer registers the buffer its partition lands in and tells every mapper
-// where its blocks go; mappers write their blocks there, one run's after another, and say when
-// they are done. With key_bytes set the reducer then merges the runs where they landed.
+// Push mode. Without a key (push_round): each reducer registers the buffer its partition lands
+// in and tells every mapper where its blocks go; mappers write their blocks there, one run's
+// after another, and say when they are done: the whole partition is one credit.
+//
+// With a key, the reducer merges its runs a window at a time (merge_fetched, shuffle_fetch.cc)
+// and a window is a credit: "write these bytes of your block b here" (ask_credit). The mapper
+// takes credits whenever it waits on its queue, as it serves read requests in pull mode, and
+// writes each window from its memory, or from its spill file through a staging buffer, then
+// tells the reducer (serve_credit, pump_pushes). The reducer's memory is its windows: within
+// the budget however large its partition, as in pull mode; the difference is who moves the
+// bytes (the mapper's writes here, the reducer's reads there).
 #include <cstring>
 #include <deque>
 #include <span>
@@ -19,6 +27,7 @@ void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
   std::vector<BlockWire> targets(size_);
   std::vector<uint64_t> done_in(size_), done_out(size_, round_);
   std::vector<uint8_t> have_target(size_, 0), have_done(size_, 0);
+  CancelOnThrow cancel_first(*this);  // before targets, done_in and done_out go
   int messages = 0;  // receives and sends not yet completed
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
@@ -102,28 +111,98 @@ void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
   }
 }
 
-void Shuffle::Impl::merge_local(const Buffer& out, const std::vector<uint64_t>& at,
-                                const Sink& sink) {
-  std::vector<std::span<const uint8_t>> runs;
-  for (int m = 0; m < size_; ++m) {
-    uint64_t from = at[m];
-    for (const BlockWire& b : from_[m]) {
-      runs.emplace_back(out.data() + from, b.bytes);
-      from += b.bytes;
+void Shuffle::Impl::ask_credit(const Fetch& f) {
+  // The notice's receive is posted before the credit leaves.
+  fabric_.recv(f.mapper, &written_sink_, sizeof(written_sink_), tag(MsgKind::kWritten, f.id), *cq_,
+               ctx(Op::kWritten, f.mapper, f.id));
+  const rdma::RemoteKey key = windows_region_->remote_key();
+  credit_out_[f.id] = {static_cast<uint64_t>(f.block - from_[f.mapper].data()),
+                       f.offset,
+                       f.bytes,
+                       f.id,
+                       key.addr,
+                       key.length,
+                       key.key,
+                       static_cast<uint64_t>(f.dest - windows_base_)};
+  fabric_.send(f.mapper, &credit_out_[f.id], sizeof(CreditWire), tag(MsgKind::kCredit), 0, *cq_,
+               ctx(Op::kSend, f.mapper));
+}
+
+bool Shuffle::Impl::serve_credit(const rdma::Completion& c) {
+  const int peer = ctx_peer(c.context);
+  switch (ctx_op(c.context)) {
+    case Op::kCreditIn: {
+      const int slot = static_cast<int>(ctx_id(c.context));
+      CreditWire& in = credit_in_[peer * kRequestSlots + slot];
+      // A credit for bytes we do not have (a reducer's bug) is refused here, not written.
+      const std::vector<BlockWire>& blocks = own_[peer];
+      const bool whole = c.bytes == sizeof(CreditWire);
+      if (!whole || in.block + 1 >= blocks.size() || in.offset > blocks[in.block + 1].bytes ||
+          in.bytes > blocks[in.block + 1].bytes - in.offset)
+        throw remote_error(
+            whole ? "a credit for bytes " + std::to_string(in.offset) + ".." +
+                        std::to_string(in.offset + in.bytes) + " of block " + std::to_string(in.block) +
+                        " of partition " + std::to_string(peer) + ", which has " +
+                        std::to_string(blocks.size() - 1) + " blocks"
+                  : "a credit message of " + std::to_string(c.bytes) + " bytes",
+            {.rank = rank_, .peer = peer, .op = "shuffle"});
+      push_queue_.push_back({peer, in, -1});
+      fabric_.recv(peer, &in, sizeof(CreditWire), tag(MsgKind::kCredit), *cq_,
+                   ctx(Op::kCreditIn, peer, slot));
+      break;
     }
+    case Op::kPushed: {  // a window written: tell its reducer, free the staging buffer
+      const auto i = static_cast<uint32_t>(ctx_id(c.context));
+      const Push p = pushing_[i];
+      pushing_free_.push_back(i);
+      if (p.buffer >= 0) serve_free_.push_back(p.buffer);
+      fabric_.send(p.reducer, nullptr, 0, tag(MsgKind::kWritten, p.credit.id), 0, *cq_,
+                   ctx(Op::kNotified, p.reducer));
+      --serving_;
+      break;
+    }
+    case Op::kNotified:
+      --serving_;
+      break;
+    default:
+      return false;
   }
-  std::vector<uint8_t> given(runs.size(), 0);
-  const size_t rb = options_.record_bytes;
-  const size_t batch_records = std::max<size_t>(1, options_.fetch_bytes / rb);
-  Buffer batch(batch_records * rb);
-  merge_runs(
-      runs.size(), rb, options_.key_bytes,
-      [&](size_t r) -> std::span<const uint8_t> {
-        if (given[r]) return {};
-        given[r] = 1;
-        return runs[r];
-      },
-      batch.data(), batch_records, sink);
+  pump_pushes();
+  return true;
+}
+
+void Shuffle::Impl::pump_pushes() {
+  while (!push_queue_.empty()) {
+    Push p = push_queue_.front();
+    const BlockWire& b = own_[p.reducer][p.credit.block + 1];
+    const uint8_t* from = own_src_[p.reducer][p.credit.block + 1];
+    if (from != nullptr) {
+      from += p.credit.offset;
+    } else {  // spilled: read into a staging buffer first
+      if (serve_free_.empty()) return;  // one comes back when a write completes
+      p.buffer = serve_free_.back();
+      serve_free_.pop_back();
+      if (serve_buffer_[p.buffer].size() < p.credit.bytes) serve_buffer_[p.buffer] = Buffer(p.credit.bytes);
+      spill_->read(b.offset + p.credit.offset, p.credit.bytes, serve_buffer_[p.buffer].data());
+      from = serve_buffer_[p.buffer].data();
+      ++stats_.spill_requests_served;
+    }
+    push_queue_.pop_front();
+    uint32_t i;
+    if (pushing_free_.empty()) {
+      i = static_cast<uint32_t>(pushing_.size());
+      pushing_.push_back(p);
+    } else {
+      i = pushing_free_.back();
+      pushing_free_.pop_back();
+      pushing_[i] = p;
+    }
+    fabric_.write(p.reducer, from, p.credit.bytes,
+                  rdma::RemoteKey{p.credit.addr, p.credit.length, p.credit.key}, p.credit.window,
+                  std::nullopt, *cq_, ctx(Op::kPushed, p.reducer, i));
+    ++serving_;  // the write, then its notice: each is a completion finish_round waits for
+    ++serving_;
+  }
 }
 
 }  // namespace plait::shuffle

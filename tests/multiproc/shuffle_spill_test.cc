@@ -138,6 +138,10 @@ int spill_sort_child() {
               static_cast<unsigned long long>(st.runs_spilled),
               static_cast<unsigned long long>(st.spill_requests_served), grew_kb);
   if (budget > 0) CHECK_OR_FAIL(st.runs_spilled > 0, "rank %d: nothing spilled", me);
+  // Random keys: every rank's spill holds records of the others, which it served (pull: read
+  // requests; push: the windows credited, written from the file).
+  if (budget > 0 && keys == "random")
+    CHECK_OR_FAIL(st.spill_requests_served > 0, "rank %d: no spill reads served", me);
   if (mem_bound_kb > 0)
     CHECK_OR_FAIL(grew_kb < mem_bound_kb, "rank %d: memory grew by %zu kB (bound %zu) for %llu records",
                   me, grew_kb, mem_bound_kb, static_cast<unsigned long long>(out.records));
@@ -167,6 +171,7 @@ int spill_dead_mapper_child() {
   auto fabric = rdma::Fabric::create(bootstrap_from_env(30s), {.name = "spill"});
   const int n = fabric->size(), me = fabric->rank();
   shuffle::ShuffleOptions o;
+  o.mode = env_text("SHUFFLE_MODE", "pull") == "push" ? shuffle::ShuffleMode::kPush : shuffle::ShuffleMode::kPull;
   o.fetch_bytes = 16 * 1024;
   o.key_bytes = kKeyBytes;
   o.memory_bytes = 128 * 1024;
@@ -225,6 +230,16 @@ INSTANTIATE_TEST_SUITE_P(
         SpillCase{"pull_shm_in_memory_runs", 3, {{"SPILL_SINK", "0"}}},
         SpillCase{"pull_shm_spilled_to_buffer", 3, {{"SPILL_SINK", "0"}, {"SPILL_BUDGET", "262144"}}},
         SpillCase{"push_tcp_in_memory_runs", 3, {{"PLAIT_TRANSPORT", "tcp"}, {"SHUFFLE_MODE", "push"}}},
+        // Push within a budget: the mappers write each window the reducer gives a credit for,
+        // from memory or from their spill files.
+        SpillCase{"push_shm_spilled", 3, {{"SHUFFLE_MODE", "push"}, {"SPILL_BUDGET", "262144"}}},
+        SpillCase{"push_tcp_spilled", 4,
+                  {{"PLAIT_TRANSPORT", "tcp"}, {"SHUFFLE_MODE", "push"}, {"SPILL_BUDGET", "262144"}}},
+        SpillCase{"push_shm_spilled_to_buffer", 3,
+                  {{"SHUFFLE_MODE", "push"}, {"SPILL_SINK", "0"}, {"SPILL_BUDGET", "262144"}}},
+        SpillCase{"push_one_key_bounded", 4,
+                  {{"SHUFFLE_MODE", "push"}, {"SPILL_KEYS", "one"}, {"SPILL_RECORDS", "100000"},
+                   {"SPILL_CHUNK", "5000"}, {"SPILL_BUDGET", "1048576"}, {"SPILL_MEM_BOUND_KB", "16384"}}},
         SpillCase{"one_key_bounded", 4,
                   {{"SPILL_KEYS", "one"}, {"SPILL_RECORDS", "100000"}, {"SPILL_CHUNK", "5000"},
                    {"SPILL_BUDGET", "1048576"}, {"SPILL_MEM_BOUND_KB", "16384"}}},
@@ -240,7 +255,15 @@ TEST(SpillSortFaults, AMapperDyingWhileItsSpillIsServedIsNamedByEveryOtherRank) 
   EXPECT_NE(r.output.find("rank 2: "), std::string::npos) << r.output;
 }
 
-TEST(SpillSortUsage, PushWithABudgetIsRefused) {
+TEST(SpillSortFaults, AMapperDyingWhileItPushesIsNamedByEveryOtherRank) {
+  JobResult r = run_job(3, "spill_dead_mapper",
+                        {{"PLAIT_TRANSPORT", "tcp"}, {"PLAIT_TIMEOUT", "20000"}, {"SHUFFLE_MODE", "push"}}, 120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 2: "), std::string::npos) << r.output;
+}
+
+TEST(SpillSortUsage, PushWithABudgetButNoKeyIsRefused) {
   // Checked without ranks: the options are refused before any communication.
   shuffle::ShuffleOptions o;
   o.mode = shuffle::ShuffleMode::kPush;
@@ -248,10 +271,12 @@ TEST(SpillSortUsage, PushWithABudgetIsRefused) {
   auto fabric = rdma::Fabric::create(bootstrap_from_env(5s), {.name = "spill"});
   try {
     shuffle::Shuffle s(*fabric, o);
-    ADD_FAILURE() << "a push shuffle with a memory budget was accepted";
+    ADD_FAILURE() << "a push shuffle with a memory budget and no key was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pull mode"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs key_bytes"), std::string::npos) << e.what();
   }
+  o.key_bytes = 10;
+  shuffle::Shuffle with_a_key(*fabric, o);  // merged through credited windows: accepted
 }
 
 }  // namespace

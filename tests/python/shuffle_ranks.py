@@ -57,8 +57,9 @@ def raw_bytes():
     print(f"rank {me}: shuffle bytes ok", flush=True)
 
 
-def spilled_sorted_runs():
-    """Eight runs a rank through a 64 KiB budget, keyed: spilled, merged, in key order."""
+def spilled_sorted_runs(mode):
+    """Eight runs a rank through a 64 KiB budget, keyed: spilled, merged, in key order (push:
+    the mappers write each window the reducer gives a credit for)."""
     sorted_dtype = np.dtype([("key", ">u8"), ("value", "f4", 3)])  # big-endian: memcmp order
 
     def runs_of(rank):
@@ -71,7 +72,7 @@ def spilled_sorted_runs():
             out.append(r)
         return out
 
-    sh = plait.shuffle.Shuffle(memory_bytes=64 << 10)
+    sh = plait.shuffle.Shuffle(mode=mode, memory_bytes=64 << 10)
     me, n = sh.rank, sh.size
 
     def dest(r):  # ranges of the key space: rank i gets the i-th
@@ -93,7 +94,7 @@ def spilled_sorted_runs():
         assert "1 runs of records but 0 arrays of destinations" in str(e), e
     else:
         raise AssertionError("runs without destinations were shuffled")
-    print(f"rank {me}: shuffle spilled ok ({len(got)} rows, {stats['bytes_spilled']} bytes spilled)",
+    print(f"rank {me}: shuffle spilled {mode} ok ({len(got)} rows, {stats['bytes_spilled']} bytes spilled)",
           flush=True)
 
 
@@ -103,7 +104,7 @@ if __name__ == "__main__":
         structured(case)
     elif case == "bytes":
         raw_bytes()
-    elif case == "spilled":
-        spilled_sorted_runs()
+    elif case in ("spilled", "spilled_push"):
+        spilled_sorted_runs("push" if case == "spilled_push" else "pull")
     else:
         sys.exit(f"unknown case {case}")

@@ -32,8 +32,9 @@ def test_bytes_records_and_a_torn_record():
     assert out.count("shuffle bytes ok") == 3, out
 
 
+@pytest.mark.parametrize("mode", ["pull", "push"])
 @pytest.mark.parametrize("transport", ["auto", "tcp"])
-def test_runs_spilled_past_a_budget_come_back_merged_in_key_order(transport):
-    code, out = run_ranks(3, "spilled", {"PLAIT_TRANSPORT": transport})
+def test_runs_spilled_past_a_budget_come_back_merged_in_key_order(mode, transport):
+    code, out = run_ranks(3, "spilled" if mode == "pull" else "spilled_push", {"PLAIT_TRANSPORT": transport})
     assert code == 0, out
-    assert out.count("shuffle spilled ok") == 3, out
+    assert out.count(f"shuffle spilled {mode} ok") == 3, out
