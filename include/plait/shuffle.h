@@ -54,7 +54,7 @@ struct ShuffleOptions {
   size_t record_bytes = 100;
   ShuffleMode mode = ShuffleMode::kPull;
   size_t fetch_bytes = size_t{4} << 20;  // one read (pull) or write (push)
-  int in_flight = 4;                     // reads or writes outstanding per rank
+  int in_flight = 4;  // reads outstanding per rank (pull), writes per reducer (push)
   // > 0: blocks are sorted by the records' first key_bytes bytes (memcmp order) and a
   // reducer's partition comes merged in that order.
   size_t key_bytes = 0;

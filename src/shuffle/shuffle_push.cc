@@ -48,21 +48,31 @@ void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
     uint64_t offset;  // in the reducer's target
     uint64_t bytes;
   };
-  std::deque<Piece> todo;
+  // Per reducer, in_flight writes outstanding to each, reducer rank+1's first. One window of
+  // in_flight writes for all reducers kept too little in flight: on four namespace hosts
+  // with 1 Gbit/s links the shuffle took 1.9-2.0 times its link bound (in the order the
+  // targets came) and 1.9 (rank+1 first), pull 1.1; with a window per reducer 1.10-1.13.
+  std::vector<std::deque<Piece>> todo(size_);
+  size_t pieces_left = 0;
+  std::vector<int> in_flight_to(size_, 0);
   std::vector<uint64_t> writes_left(size_, 0);
   int in_flight = 0;
   auto send_done = [&](int r) {
     fabric_.send(r, &done_out[r], sizeof(uint64_t), tag(MsgKind::kDone), 0, *cq_, ctx(Op::kSend, r));
     ++messages;
   };
-  while (messages > 0 || in_flight > 0 || !todo.empty()) {
-    while (!todo.empty() && in_flight < options_.in_flight) {
-      const Piece p = todo.front();
-      todo.pop_front();
-      const BlockWire& t = to_[p.reducer];
-      fabric_.write(p.reducer, p.from, p.bytes, rdma::RemoteKey{t.addr, t.length, t.key},
-                    t.offset + p.offset, std::nullopt, *cq_, ctx(Op::kWrite, p.reducer));
-      ++in_flight;
+  while (messages > 0 || in_flight > 0 || pieces_left > 0) {
+    for (int k = 1; k < size_ && pieces_left > 0; ++k) {
+      const int r = (rank_ + k) % size_;
+      for (; !todo[r].empty() && in_flight_to[r] < options_.in_flight; todo[r].pop_front()) {
+        const Piece& p = todo[r].front();
+        const BlockWire& t = to_[r];
+        fabric_.write(r, p.from, p.bytes, rdma::RemoteKey{t.addr, t.length, t.key},
+                      t.offset + p.offset, std::nullopt, *cq_, ctx(Op::kWrite, r));
+        --pieces_left;
+        ++in_flight_to[r];
+        ++in_flight;
+      }
     }
     std::string waiting = "its block writes (" + std::to_string(in_flight) + " in flight)";
     for (int m = 0; m < size_ && in_flight == 0; ++m)
@@ -86,7 +96,8 @@ void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
         for (const Run& run : runs_) {
           const uint8_t* segment = run.bytes[peer] > 0 ? run_data(run) + run.offset[peer] : nullptr;
           for (uint64_t off = 0; off < run.bytes[peer]; off += options_.fetch_bytes) {
-            todo.push_back({peer, segment + off, to + off,
+            ++pieces_left;
+            todo[peer].push_back({peer, segment + off, to + off,
                             std::min<uint64_t>(options_.fetch_bytes, run.bytes[peer] - off)});
             ++writes_left[peer];
           }
@@ -97,6 +108,7 @@ void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
       }
       case Op::kWrite:
         --in_flight;
+        --in_flight_to[peer];
         if (--writes_left[peer] == 0) send_done(peer);
         break;
       case Op::kDoneIn:

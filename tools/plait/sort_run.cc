@@ -42,7 +42,13 @@ using shuffle::kRecordBytes;
 // orders the keys; "write" gathers the records in that order and writes them, piece by piece.
 constexpr const char* kPhases[] = {"read", "sample", "map", "shuffle", "sort", "write"};
 constexpr int kPhaseCount = 6;
-constexpr uint64_t kSampleTag = uint64_t{1} << 62, kReportTag = kSampleTag + 1;
+constexpr uint64_t kSampleTag = uint64_t{1} << 62, kReportTag = kSampleTag + 1,
+                   kMappedTag = kSampleTag + 2;
+
+// Every rank has mapped: the shuffle phase is then the exchange alone, and the wait for the
+// slowest mapper is counted where it was spent, in the map phase (bench/shuffle_testbed.sh
+// compares the shuffle phase with the links' bound).
+void all_mapped(rdma::Fabric& fabric) { shuffle::all_gather(fabric, std::vector<uint8_t>(1), kMappedTag); }
 
 struct Options {
   std::string in, out, json;
@@ -133,14 +139,18 @@ shuffle::Buffer read_share(const std::string& dir, int rank, int size, PhaseProg
 // What each rank tells rank 0 at the end, in one message.
 struct RankReport {
   double seconds[kPhaseCount];
-  uint64_t records;  // mapped by this rank
+  uint64_t records;         // mapped by this rank
+  uint64_t bytes_sent;      // of its map output, to other ranks
+  uint64_t bytes_received;  // from other ranks
 };
 
 void report(const Options& o, const std::vector<RankReport>& ranks, shuffle::ShuffleMode mode) {
   double slowest[kPhaseCount] = {};
   double total = 0;  // the job took its slowest rank's sum of phases
   uint64_t records = 0;
+  uint64_t link_bytes = 0;  // the most any rank sent, or received, over the network
   for (const RankReport& r : ranks) {
+    link_bytes = std::max({link_bytes, r.bytes_sent, r.bytes_received});
     double sum = 0;
     for (int p = 0; p < kPhaseCount; ++p) {
       slowest[p] = std::max(slowest[p], r.seconds[p]);
@@ -160,15 +170,15 @@ void report(const Options& o, const std::vector<RankReport>& ranks, shuffle::Shu
   js << "{\"records\":" << records << ",\"bytes\":" << records * kRecordBytes
      << ",\"ranks\":" << ranks.size() << ",\"mode\":\""
      << (mode == shuffle::ShuffleMode::kPull ? "pull" : "push") << "\",\"seconds\":" << total
-     << ",\"GBps\":" << gb / total << ",\"phases\":{";
+     << ",\"GBps\":" << gb / total << ",\"shuffle_link_bytes\":" << link_bytes << ",\"phases\":{";
   for (int p = 0; p < kPhaseCount; ++p) js << (p ? "," : "") << '"' << kPhases[p] << "\":" << slowest[p];
   js << "}}\n";
   if (!js) throw system_error("write " + o.json, errno);
 }
 
 // The in-memory sort: the share read whole, one map, the partition received whole.
-uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& clock,
-                        PhaseProgress& progress) {
+shuffle::ShuffleStats sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& clock,
+                                     PhaseProgress& progress) {
   const int rank = fabric.rank(), size = fabric.size();
   shuffle::Buffer in = read_share(o.in, rank, size, progress);
   const size_t count = in.size() / kRecordBytes;
@@ -184,6 +194,7 @@ uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& cloc
   s.map(in.data(), count, [&](const uint8_t* r) { return parts.partition(r); });
   progress.advance(in.size());
   in = shuffle::Buffer();  // the map output holds them now
+  all_mapped(fabric);
   clock.lap(kMap);
 
   progress.begin("shuffle");
@@ -215,13 +226,13 @@ uint64_t sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& cloc
   std::printf("rank %d: %llu records in, %zu out -> %s\n", rank,
               static_cast<unsigned long long>(s.stats().records_mapped), n,
               rank_file(o.out, "part", rank).c_str());
-  return s.stats().records_mapped;
+  return s.stats();
 }
 
 // The sort within a memory budget: chunks read and mapped as sorted runs (spilled past the
 // budget), the partition merged from the runs and written as it arrives.
-uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_dir,
-                     rdma::Fabric& fabric, PhaseClock& clock, PhaseProgress& progress) {
+shuffle::ShuffleStats sort_within(const Options& o, size_t budget, const std::string& spill_dir,
+                                  rdma::Fabric& fabric, PhaseClock& clock, PhaseProgress& progress) {
   const int rank = fabric.rank(), size = fabric.size();
   std::vector<shuffle::RecordReader> readers;
   uint64_t records = 0;
@@ -270,6 +281,8 @@ uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_d
     }
   }
   in = shuffle::Buffer();
+  all_mapped(fabric);
+  clock.lap(kMap);
 
   shuffle::RecordWriter w(rank_file(o.out, "part", rank));
   double writing = 0;
@@ -294,7 +307,7 @@ uint64_t sort_within(const Options& o, size_t budget, const std::string& spill_d
               static_cast<unsigned long long>(out), rank_file(o.out, "part", rank).c_str(),
               static_cast<unsigned long long>(st.runs_spilled), st.bytes_spilled / 1e6,
               static_cast<unsigned long long>(st.spill_requests_served));
-  return st.records_mapped;
+  return st;
 }
 
 }  // namespace
@@ -309,13 +322,15 @@ int sort_run_main(const std::vector<std::string>& args) {
   PhaseClock clock;
   // Rank 0's phases on one line (the ranks' lines would overwrite each other).
   PhaseProgress progress("sort", fabric->rank() == 0 && PhaseProgress::wanted());
-  const uint64_t mapped =
+  const shuffle::ShuffleStats st =
       budget == 0 ? sort_in_memory(o, *fabric, clock, progress)
                   : sort_within(o, budget, config.shuffle_spill_dir, *fabric, clock, progress);
 
   RankReport mine_report{};
   std::memcpy(mine_report.seconds, clock.seconds(), sizeof(mine_report.seconds));
-  mine_report.records = mapped;
+  mine_report.records = st.records_mapped;
+  mine_report.bytes_sent = st.bytes_sent;
+  mine_report.bytes_received = st.bytes_received;
   std::vector<uint8_t> msg(sizeof(RankReport));
   std::memcpy(msg.data(), &mine_report, sizeof(RankReport));
   std::vector<RankReport> ranks;
