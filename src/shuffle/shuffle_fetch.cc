@@ -16,23 +16,17 @@
 namespace plait::shuffle {
 
 void Shuffle::Impl::post_serving() {
-  if (credited()) {
-    credit_in_.assign(size_ * kRequestSlots, CreditWire{});
+  // A receive per peer and slot: credits (push with a key) or read requests (pull).
+  const auto post_slots = [&](auto& slots, MsgKind kind, Op op) {
+    slots.assign(size_ * kRequestSlots, {});
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       for (int s = 0; s < kRequestSlots; ++s)
-        fabric_.recv(p, &credit_in_[p * kRequestSlots + s], sizeof(CreditWire),
-                     tag(MsgKind::kCredit), *cq_, ctx(Op::kCreditIn, p, s));
+        fabric_.recv(p, &slots[p * kRequestSlots + s], sizeof(slots[0]), tag(kind), *cq_, ctx(op, p, s));
     }
-  } else {
-    request_in_.assign(size_ * kRequestSlots, RequestWire{});
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      for (int s = 0; s < kRequestSlots; ++s)
-        fabric_.recv(p, &request_in_[p * kRequestSlots + s], sizeof(RequestWire),
-                     tag(MsgKind::kRequest), *cq_, ctx(Op::kRequestIn, p, s));
-    }
-  }
+  };
+  if (credited()) post_slots(credit_in_, MsgKind::kCredit, Op::kCreditIn);
+  else post_slots(request_in_, MsgKind::kRequest, Op::kRequestIn);
   serve_buffer_.clear();
   serve_buffer_.resize(kServeBuffers);
   serve_free_.clear();
