@@ -11,10 +11,8 @@
 // bytes (the mapper's writes here, the reducer's reads there).
 #include <cstring>
 #include <deque>
-#include <span>
 
 #include "plait/error.h"
-#include "shuffle/run_merge.h"
 #include "shuffle/shuffle_impl.h"
 
 namespace plait::shuffle {
