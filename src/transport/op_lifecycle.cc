@@ -177,9 +177,24 @@ bool OpLifecycle::any_peer_alive() const {
 bool OpLifecycle::mark_failed(int peer, const std::string& why, bool orderly) {
   PeerHealth* health = health_of(peer);
   if (!health || !health->mark_failed(why)) return false;
+  if (!orderly) {
+    std::lock_guard lock(first_loss_mu_);
+    if (first_loss_.empty()) first_loss_ = why;
+  }
   log(orderly ? LogLevel::kInfo : LogLevel::kWarn, "rank ", rank_, ": ", provider_, " fabric '",
       name_, "': ", why);
   return true;
+}
+
+std::string OpLifecycle::first_loss() const {
+  std::lock_guard lock(first_loss_mu_);
+  return first_loss_;
+}
+
+std::string OpLifecycle::shut_down_reason(int peer, const std::string& its_first_loss) {
+  std::string why = "rank " + std::to_string(peer) + " shut down its fabric";
+  if (!its_first_loss.empty()) why += " after it had lost a peer: " + its_first_loss;
+  return why;
 }
 
 std::function<bool(const Op&)> OpLifecycle::fails_with(int peer, bool orderly) const {

@@ -82,6 +82,12 @@ class OpLifecycle {
   // --- failures and cancellation ---
   // Marks the peer failed and logs why (orderly: it said goodbye); false if it already was.
   bool mark_failed(int peer, const std::string& why, bool orderly);
+  // What this fabric's goodbyes carry: why it lost its first peer that did not leave in
+  // order, or nothing. A rank that gives up an operation because a peer died shuts its fabric
+  // down; the peers still waiting on it then learn which rank started it (shut_down_reason).
+  std::string first_loss() const;
+  // The failure of a peer that said goodbye, with what its goodbye carried (first_loss()).
+  static std::string shut_down_reason(int peer, const std::string& its_first_loss);
   // Which ops fail with peer `peer`, just marked failed: its own, and receives from any
   // source unless it left in order while others may still send. Then fail_all().
   std::function<bool(const Op&)> fails_with(int peer, bool orderly) const;
@@ -119,6 +125,8 @@ class OpLifecycle {
   bool any_peer_alive() const;
 
   std::atomic<bool> stopping_{false};
+  mutable FutexMutex first_loss_mu_;
+  std::string first_loss_;  // guarded by first_loss_mu_
 };
 
 }  // namespace plait::transport

@@ -358,6 +358,50 @@ TEST(UcxRemoteKeys, AStoppedHolderKeepsTheRegionRegisteredAndIsNamed) {
   EXPECT_NE(r.output.find("rank 1: revocation ok"), std::string::npos) << r.output;
 }
 
+// Rank 1 dies; rank 2 learns it and shuts its fabric down; rank 0, which waits on rank 2
+// alone, is told that rank 2 shut down after it had lost rank 1: the rank that started it,
+// not only the rank that gave up because of it.
+int goodbye_after_loss_child() {
+  auto fabric = rdma::Fabric::create(bootstrap_from_env(30s), {.name = "bye"});
+  const int me = fabric->rank();
+  auto cq = fabric->create_cq();
+  fabric->exchange(RemoteKey{});  // every rank is up and has met every other
+  if (me == 1) {
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  const int from = me == 2 ? 1 : 2;
+  uint64_t word = 0;
+  Completion c;
+  fabric->recv(from, &word, sizeof word, 1, *cq, 0);
+  if (!take(*cq, &c, "the receive from a rank that went")) return 1;
+  CHECK_OR_FAIL(!c.ok(), "rank %d: a receive from rank %d completed", me, from);
+  const std::string what = c.error->what();
+  std::printf("rank %d: %s\n", me, what.c_str());
+  if (me == 0)
+    CHECK_OR_FAIL(what.find("rank 2 shut down its fabric after it had lost a peer: rank 1") !=
+                      std::string::npos,
+                  "rank 0's error does not name rank 1: %s", what.c_str());
+  return 0;
+}
+ChildMode goodbye_after_loss_mode("goodbye_after_loss", goodbye_after_loss_child);
+
+class GoodbyeAfterLoss : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoodbyeAfterLoss, NamesTheRankLostFirst) {
+  std::map<std::string, std::string> env{{"PLAIT_TIMEOUT", "20000"}};
+  const std::string transport = GetParam();
+  env["PLAIT_TRANSPORT"] = transport == "ucx_tcp" ? "ucx" : transport;
+  if (transport == "ucx_tcp") env["PLAIT_UCX_TLS"] = "tcp";
+  JobResult r = run_job(3, "goodbye_after_loss", env, 120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0: rank 0: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 2: "), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, GoodbyeAfterLoss, ::testing::Values("shm", "tcp", "ucx_tcp"),
+                         [](const auto& info) { return info.param; });
+
 struct RdmaCase {
   int ranks;
   std::map<std::string, std::string> env;

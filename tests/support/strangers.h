@@ -122,7 +122,7 @@ inline void visit(int port, const std::string& label, const std::string& token, 
     if (label == "plait tcp fabric") {
       const uint32_t magic = 0x46544c50;
       std::memcpy(huge.data(), &magic, 4);
-      huge[4] = 2;  // version 2
+      huge[4] = 3;  // the wire version (tcp/wire.h): the length, not the version, is refused
       huge[5] = 0;
     }
     try {

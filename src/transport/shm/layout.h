@@ -23,7 +23,7 @@
 namespace plait::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x316d737469616c70ull;  // "plaitsm1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kTagBytes = 32;  // HMAC-SHA256
 
 enum CmaState : uint32_t {
@@ -60,6 +60,9 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint32_t> sleeping{0};  // the progress thread is (about to be) asleep
   std::atomic<uint32_t> pollers{0};   // threads progressing inline: nobody needs the doorbell
   std::atomic<uint32_t> closed{0};    // the owner shut its fabric down (after its last record)
+  // Written before `closed` is set: why the owner lost its first peer, if it did
+  // (OpLifecycle::first_loss), NUL-terminated; read by peers once they see `closed`.
+  char first_loss[1024] = {};
 };
 
 // One published region (region_table.h). Fields are atomics because peers read them while

@@ -18,6 +18,7 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "core/log.h"
@@ -169,8 +170,11 @@ void ShmFabric::check_peers(bool pidfds) {
     // What it sent before it went stays deliverable: take it all in first.
     while (!p.ring_broken.load() && drain(p)) {
     }
-    if (closed)
-      fail_peer(p, "rank " + std::to_string(p.rank) + " shut down its fabric", true);
+    if (closed) {
+      const char* text = p.view.header().first_loss;
+      const size_t n = ::strnlen(text, sizeof p.view.header().first_loss);
+      fail_peer(p, shut_down_reason(p.rank, std::string(text, n)), true);
+    }
     else
       fail_peer(p, "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.link.pid) +
                        ") died without shutting down its fabric (killed or crashed?)", false);

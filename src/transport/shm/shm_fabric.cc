@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "core/log.h"
 #include "transport/shm/doorbell.h"
@@ -124,7 +125,13 @@ ShmFabric::~ShmFabric() {
   // are waited out.
   publisher_->retire_all();
   registry_->remove_listener(publisher_.get());
-  // After every record we wrote: peers drain what we sent, then see us gone.
+  // After every record we wrote: peers drain what we sent, then see us gone, and why we
+  // lost a peer if we did.
+  const std::string farewell = first_loss();
+  char* text = own_header().first_loss;
+  const size_t n = std::min(farewell.size(), sizeof own_header().first_loss - 1);
+  std::memcpy(text, farewell.data(), n);
+  text[n] = '\0';
   own_header().closed.store(1, std::memory_order_release);
   for (auto& p : peers_) ring_doorbell(p->view.header(), /*force=*/true);
 }

@@ -195,7 +195,7 @@ void TcpFabric::on_stream_closed(Stream& s, Stream::ReadResult result, int error
     // Every stream carries its data before its goodbye: once all goodbyes are in, nothing
     // more can arrive from this peer.
     if (++peers_[s.peer()]->goodbyes == live_stream_count(s.peer()))
-      fail_peer(s.peer(), "rank " + peer + " shut down its fabric", true);
+      fail_peer(s.peer(), shut_down_reason(s.peer(), peers_[s.peer()]->first_loss), true);
     return;
   }
   const std::string why =
@@ -241,6 +241,8 @@ void TcpFabric::shutdown_streams() {
   }
 
   int open = 0;
+  std::string farewell = first_loss();
+  if (farewell.size() > kMaxReasonBytes) farewell.resize(kMaxReasonBytes);
   for (auto& peer : peers_) {
     if (!peer) continue;
     for (auto& s : peer->streams) {
@@ -248,6 +250,8 @@ void TcpFabric::shutdown_streams() {
       ++open;
       Frame goodbye;
       goodbye.header.type = MessageType::kGoodbye;
+      goodbye.owned = farewell;
+      goodbye.header.length = farewell.size();
       FinishedOps abandoned;  // completions are no longer delivered
       s->submit(std::move(goodbye), &abandoned);
       if (s->idle()) s->close_sending(/*shut_write=*/true);

@@ -194,12 +194,17 @@ Incoming TcpFabric::on_header(Stream& s, const WireHeader& h) {
     case MessageType::kCts:
     case MessageType::kReadReq:
     case MessageType::kAtomic:
-    case MessageType::kGoodbye:
     case MessageType::kKeepAlive:
     case MessageType::kDataAck:
     case MessageType::kStreamLost:
       if (h.length != 0) protocol_error(s, "payload on a control message");
       return {};
+    case MessageType::kGoodbye: {
+      if (h.length > kMaxReasonBytes) protocol_error(s, "oversized goodbye");
+      Incoming in;
+      in.sink = Sink::buffer(h.length);
+      return in;
+    }
   }
   protocol_error(s, "unknown message type " + std::to_string(static_cast<int>(h.type)));
 }
@@ -216,7 +221,12 @@ void TcpFabric::on_payload(Stream& s, const WireHeader& h, Incoming& in) {
     case MessageType::kWriteAck:
     case MessageType::kReadResp:
     case MessageType::kAtomicResp: on_reply_payload(h, in); break;
-    case MessageType::kGoodbye: s.mark_goodbye(); break;
+    case MessageType::kGoodbye: {
+      s.mark_goodbye();
+      const auto& text = in.sink.bytes();
+      if (!text.empty()) peers_[s.peer()]->first_loss.assign(text.begin(), text.end());
+      break;
+    }
     case MessageType::kKeepAlive: break;  // its bytes are the news (Stream::received_bytes)
     case MessageType::kDataAck: on_data_ack(s, h); break;
     case MessageType::kStreamLost: on_stream_lost(s, h); break;

@@ -87,6 +87,7 @@ class TcpFabric final : public Fabric,
     std::vector<std::unique_ptr<Stream>> streams;
     // Under rx_mu_ (whoever reads the sockets):
     int goodbyes = 0;
+    std::string first_loss;  // what its goodbye carried (OpLifecycle::first_loss)
     struct ImmWrite {
       uint64_t remaining = 0;
       bool denied = false;

@@ -38,7 +38,8 @@
 //              kFlagCompareSwap selects compare-and-swap, else fetch-and-add
 //   kAtomicResp id; arg0 = the old value, or kFlagDenied + reason text
 // Connection:
-//   kGoodbye  the sender is shutting down; nothing follows on this stream
+//   kGoodbye  the sender is shutting down; nothing follows on this stream; payload: why it
+//             lost its first peer, if it did (OpLifecycle::first_loss), else none
 //   kStreamLost  stream 0: stream arg0 broke here; its sender sends its stripes again
 //             over the others, and neither side uses it any more
 //   kKeepAlive  no payload, on stream 0: the sender is alive (sent when it has had nothing
@@ -116,7 +117,7 @@ struct Hello {
   uint16_t flags = 0;        // kHelloIntegrity
   uint32_t name_length = 0;  // the fabric's name follows
   static constexpr uint32_t kHelloMagic = 0x46544c50;  // "PLTF"
-  static constexpr uint16_t kWireVersion = 2;
+  static constexpr uint16_t kWireVersion = 3;
   // PLAIT_TCP_INTEGRITY=1: every frame carries tags (integrity.h); both sides must agree.
   static constexpr uint16_t kHelloIntegrity = 1;
 };

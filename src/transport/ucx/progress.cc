@@ -236,7 +236,7 @@ void UcxFabric::on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
     if (f.w_.eps[p] != ep) continue;
     const bool orderly = f.peers_[p]->said_goodbye;
     f.fail_peer(p,
-                orderly ? "rank " + std::to_string(p) + " shut down its fabric"
+                orderly ? shut_down_reason(p, "")
                         : "rank " + std::to_string(p) + "'s UCX endpoint failed: " +
                               ucx().ucs_status_string(status) +
                               " (the process died, or its host is unreachable)",
@@ -245,14 +245,17 @@ void UcxFabric::on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   }
 }
 
-ucs_status_t UcxFabric::on_goodbye(void* arg, const void* header, size_t header_bytes, void*,
-                                   size_t, const ucp_am_recv_param_t*) {
+ucs_status_t UcxFabric::on_goodbye(void* arg, const void* header, size_t header_bytes,
+                                   void* data, size_t length, const ucp_am_recv_param_t* param) {
   auto& f = *static_cast<UcxFabric*>(arg);
   int32_t source = -1;
   if (header_bytes == sizeof source) std::memcpy(&source, header, sizeof source);
   if (f.checked_source(source, "goodbye") < 0) return UCS_OK;
   f.peers_[source]->said_goodbye = true;
-  f.fail_peer(source, "rank " + std::to_string(source) + " shut down its fabric", true);
+  std::string its_first_loss;  // a rendezvous descriptor is not the text: left out
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+    its_first_loss.assign(static_cast<const char*>(data), std::min<size_t>(length, kMaxDenialBytes));
+  f.fail_peer(source, shut_down_reason(source, its_first_loss), true);
   return UCS_OK;
 }
 

@@ -343,6 +343,8 @@ bool UcxFabric::close_endpoints() {
     if (p >= 0 && p < size_) stuck[p] = true;
   }
   std::vector<void*> closing;
+  std::string farewell = first_loss();  // why we lost a peer, if we did: the goodbye says
+  if (farewell.size() > kMaxDenialBytes) farewell.resize(kMaxDenialBytes);
   for (int p = 0; p < size_; ++p) {
     if (!w_.eps[p]) continue;
     const bool force = stuck[p] || peers_[p]->failed.load();
@@ -350,7 +352,10 @@ bool UcxFabric::close_endpoints() {
       const int32_t source = rank_;
       InFlight in;
       in.header = bytes_of(source);
-      send_tracked(p, kAmGoodbye, std::move(in), nullptr, 0, nullptr);
+      in.payload.assign(farewell.begin(), farewell.end());
+      const void* data = in.payload.data();
+      const size_t bytes = in.payload.size();
+      send_tracked(p, kAmGoodbye, std::move(in), data, bytes, nullptr);
     }
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
