@@ -429,6 +429,14 @@ std::vector<SettingRow> make_rows() {
         "Shuffle: directory of spill files (created unlinked, gone with the process); empty = $TMPDIR, else /tmp"},
        [](Config& c, const std::string&, const std::string& v) { c.shuffle_spill_dir = trim(v); },
        [](const Config& c, const std::string&) { return c.shuffle_spill_dir; }},
+      {{"PLAIT_SHUFFLE_DIRECT_IO", "0 or 1", "1",
+        "plait sort gen/run: write record files past the page cache (O_DIRECT, where the file system has it)"},
+       [](Config& c, const std::string& n, const std::string& v) {
+         const std::string t = trim(v);
+         if (t != "0" && t != "1") throw invalid_usage(n + " takes 0 or 1, not '" + v + "'");
+         c.shuffle_direct_io = t == "1";
+       },
+       [](const Config& c, const std::string&) { return std::string(c.shuffle_direct_io ? "1" : "0"); }},
       {{"PLAIT_RUN_GRACE_S", "seconds", "3",
         "plait run: time between SIGTERM and SIGKILL when it stops ranks; also 500ms"},
        [](Config& c, const std::string& n, const std::string& v) {

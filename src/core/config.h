@@ -64,6 +64,7 @@ struct Config {
   // and where spill files go ("" = $TMPDIR, else /tmp).
   size_t shuffle_memory_bytes = 0;  // PLAIT_SHUFFLE_MEMORY
   std::string shuffle_spill_dir;    // PLAIT_SHUFFLE_SPILL_DIR
+  bool shuffle_direct_io = true;    // PLAIT_SHUFFLE_DIRECT_IO: sort files past the page cache
   std::chrono::milliseconds run_grace{3000};  // PLAIT_RUN_GRACE_S: plait run's SIGTERM->SIGKILL
   // PLAIT_BIND: plait run's CPU binding (none, auto, core). Not bound by default: a rank's
   // helper threads (the torch backend's completion thread) then need not share its core.

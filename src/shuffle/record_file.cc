@@ -56,26 +56,14 @@ void RecordReader::read_at(uint64_t first, size_t count, uint8_t* out) const {
   full_io(false, fd_.get(), out, count * kRecordBytes, first * kRecordBytes, path_);
 }
 
-RecordWriter::RecordWriter(std::string path) : path_(std::move(path)) {
-  fd_ = net::Fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd_.valid()) throw system_error("create " + path_, errno);
-}
+RecordWriter::RecordWriter(std::string path, bool direct)
+    : file_(std::make_unique<DirectFileWriter>(std::move(path), direct)) {}
 
 void RecordWriter::write(const uint8_t* records, size_t count) {
-  const uint64_t offset = records_ * kRecordBytes, bytes = count * kRecordBytes;
-  full_io(true, fd_.get(), const_cast<uint8_t*>(records), bytes, offset, path_);
+  file_->append(records, count * kRecordBytes);
   records_ += count;
-  // Start the disk on these bytes now (without waiting): what a writer produces in pieces
-  // then reaches the disk while the next piece is made, not all at close(). Advice: a file
-  // system without it still gets everything at close().
-  (void)::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(bytes),
-                          SYNC_FILE_RANGE_WRITE);
 }
 
-void RecordWriter::close() {
-  if (!fd_.valid()) return;
-  if (::fdatasync(fd_.get()) != 0) throw system_error("sync " + path_, errno);
-  if (::close(fd_.release()) != 0) throw system_error("close " + path_, errno);
-}
+void RecordWriter::close() { file_->close(); }
 
 }  // namespace plait::shuffle

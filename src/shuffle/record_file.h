@@ -4,9 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/socket.h"
+#include "shuffle/direct_writer.h"
 
 namespace plait::shuffle {
 
@@ -34,17 +36,18 @@ class RecordReader {
 
 class RecordWriter {
  public:
-  // Creates (truncates) the file.
-  explicit RecordWriter(std::string path);
-  // Appends; the disk starts on these bytes at once (sync_file_range), close() waits for all.
+  // Creates (truncates) the file. `direct`: written past the page cache (DirectFileWriter);
+  // false, or a file system without O_DIRECT: through it.
+  explicit RecordWriter(std::string path, bool direct = true);
+  // Appends (copied: the caller's buffer is free on return); a thread writes while the
+  // caller goes on, close() waits for all.
   void write(const uint8_t* records, size_t count);
   // Flushes to the disk and closes; a writer destroyed without close() leaves what it wrote.
   void close();
   uint64_t records() const { return records_; }
 
  private:
-  std::string path_;
-  net::Fd fd_;
+  std::unique_ptr<DirectFileWriter> file_;
   uint64_t records_ = 0;
 };
 

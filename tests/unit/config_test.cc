@@ -69,10 +69,10 @@ TEST(ConfigRegistry, HasOneAlgoRowPerCollective) {
         "PLAIT_SHM_COLL", "PLAIT_SHM_COLL_SLOT", "PLAIT_BIND", "PLAIT_PS_SERVERS",
         "PLAIT_PS_PARTITION", "PLAIT_PS_CHUNK", "PLAIT_PS_SLOTS", "PLAIT_PS_WINDOW", "PLAIT_PS_WAIT",
         "PLAIT_KEEPALIVE", "PLAIT_PEER_TIMEOUT", "PLAIT_STALL_WARN", "PLAIT_TCP_INTEGRITY",
-        "PLAIT_UCX_TLS", "PLAIT_SHUFFLE_MEMORY", "PLAIT_SHUFFLE_SPILL_DIR"}) {
+        "PLAIT_UCX_TLS", "PLAIT_SHUFFLE_MEMORY", "PLAIT_SHUFFLE_SPILL_DIR", "PLAIT_SHUFFLE_DIRECT_IO"}) {
     EXPECT_TRUE(names.count(base)) << base;
   }
-  EXPECT_EQ(settings().size(), 48u);
+  EXPECT_EQ(settings().size(), 49u);
 }
 
 TEST(ConfigRegistry, BoundsOnWhatPeersMayMakeUsHoldParseAndRefuseNonsense) {

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "sort_files.h"
+#include "core/config.h"
 #include "plait/bootstrap.h"
 #include "plait/error.h"
 #include "phase_progress.h"
@@ -96,7 +97,7 @@ int gen_main(const std::vector<std::string>& args) {
   const uint64_t hi = static_cast<uint64_t>(u128{records} * (env.rank + 1) / env.size);
   const std::string path = rank_file(out, "input", env.rank);
   const auto start = std::chrono::steady_clock::now();
-  shuffle::RecordWriter w(path);
+  shuffle::RecordWriter w(path, Config::from_env().shuffle_direct_io);
   constexpr size_t kBlock = 1 << 16;  // records per write: 6.5 MB
   std::vector<uint8_t> block(kBlock * kRecordBytes);
   RecordSummary summary;

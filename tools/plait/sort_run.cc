@@ -55,6 +55,7 @@ struct Options {
   shuffle::ShuffleMode mode = shuffle::ShuffleMode::kPull;
   size_t memory = 0;  // 0: PLAIT_SHUFFLE_MEMORY's
   bool memory_given = false;
+  bool direct_io = true;  // PLAIT_SHUFFLE_DIRECT_IO
 };
 
 Options parse(const std::vector<std::string>& args) {
@@ -210,7 +211,7 @@ shuffle::ShuffleStats sort_in_memory(const Options& o, rdma::Fabric& fabric, Pha
 
   // The records in sorted order, a piece at a time: each piece goes to the disk while the
   // next is gathered (RecordWriter starts the disk on every write).
-  shuffle::RecordWriter w(rank_file(o.out, "part", rank));
+  shuffle::RecordWriter w(rank_file(o.out, "part", rank), o.direct_io);
   constexpr size_t kPiece = size_t{1} << 18;  // records: 26 MB
   shuffle::Buffer piece(std::min(n, kPiece) * kRecordBytes);
   progress.begin("write", mine.size());
@@ -284,7 +285,7 @@ shuffle::ShuffleStats sort_within(const Options& o, size_t budget, const std::st
   all_mapped(fabric);
   clock.lap(kMap);
 
-  shuffle::RecordWriter w(rank_file(o.out, "part", rank));
+  shuffle::RecordWriter w(rank_file(o.out, "part", rank), o.direct_io);
   double writing = 0;
   uint64_t out = 0;
   progress.begin("shuffle");  // with the merge, and the writes of what it merged
@@ -313,8 +314,9 @@ shuffle::ShuffleStats sort_within(const Options& o, size_t budget, const std::st
 }  // namespace
 
 int sort_run_main(const std::vector<std::string>& args) {
-  const Options o = parse(args);
   const Config config = Config::from_env();
+  Options o = parse(args);
+  o.direct_io = config.shuffle_direct_io;
   const size_t budget = o.memory_given ? o.memory : config.shuffle_memory_bytes;
   const Bootstrap boot = bootstrap_from_env(std::chrono::seconds(60));
   auto fabric = rdma::Fabric::create(boot, {.name = "sort"});
