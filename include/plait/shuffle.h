@@ -63,6 +63,9 @@ struct ShuffleOptions {
   // push without a key writes the partition whole).
   size_t memory_bytes = 0;
   std::string spill_dir;  // where spill files go; "" = $TMPDIR, else /tmp
+  // Spill files written past the page cache (O_DIRECT where the file system has it), read
+  // back through it; false: both through it.
+  bool direct_io = true;
 };
 
 // Memory for records: page-aligned and uninitialised (a vector would write a gigabyte of

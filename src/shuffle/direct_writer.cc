@@ -23,9 +23,22 @@ DirectFileWriter::DirectFileWriter(std::string path, bool direct)
     if (fd < 0) throw system_error("create " + path_, errno);
   }
   fd_ = net::Fd(fd);
+  start();
+}
+
+DirectFileWriter::DirectFileWriter(net::Fd fd, std::string name, bool direct, size_t stage_bytes)
+    : path_(std::move(name)),
+      fd_(std::move(fd)),
+      direct_(direct),
+      stage_bytes_(std::max(kAlign, stage_bytes / kAlign * kAlign)),
+      busy_(kStages, false) {
+  start();
+}
+
+void DirectFileWriter::start() {
   stages_.resize(kStages);
   for (Stage& s : stages_) {
-    void* p = std::aligned_alloc(kAlign, kStageBytes);
+    void* p = std::aligned_alloc(kAlign, stage_bytes_);
     if (!p) throw system_error("allocating the staging buffers of " + path_, ENOMEM);
     s.data = {static_cast<uint8_t*>(p), &std::free};
   }
@@ -47,13 +60,13 @@ void DirectFileWriter::append(const void* data, size_t bytes) {
   const auto* from = static_cast<const uint8_t*>(data);
   while (bytes > 0) {
     Stage& s = stages_[current_];
-    const size_t n = std::min(bytes, kStageBytes - s.filled);
+    const size_t n = std::min(bytes, stage_bytes_ - s.filled);
     std::memcpy(s.data.get() + s.filled, from, n);
     s.filled += n;
     appended_ += n;
     from += n;
     bytes -= n;
-    if (s.filled == kStageBytes) {
+    if (s.filled == stage_bytes_) {
       hand_off(current_);
       current_ = next_free_stage();
     }
@@ -132,6 +145,24 @@ void DirectFileWriter::run() {
     }
     cv_.notify_all();
   }
+}
+
+void DirectFileWriter::flush() {
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] {
+      return queued_.empty() && std::find(busy_.begin(), busy_.end(), true) == busy_.end();
+    });
+    rethrow_failure();
+  }
+  Stage& s = stages_[current_];
+  if (s.filled == 0) return;
+  if (direct_ && s.filled % kAlign != 0)
+    throw invalid_usage("flushing " + path_ + " at " + std::to_string(appended_) +
+                        " bytes, not a multiple of " + std::to_string(kAlign) + " (O_DIRECT)");
+  write_out(s, s.filled);
+  s.filled = 0;
+  s.offset = appended_;
 }
 
 void DirectFileWriter::close() {

@@ -27,6 +27,12 @@ class DirectFileWriter {
   // Creates (truncates) `path`. `direct` false: buffered writes (the disk started on each
   // piece with sync_file_range), for file systems or users that want the cache.
   explicit DirectFileWriter(std::string path, bool direct = true);
+  // `stage_bytes` (a multiple of kAlign) per staging buffer, kStages of them: what the writer
+  // holds on top of its caller's memory.
+  // Writes into an open file from offset 0 on; `direct`: `fd` was opened with O_DIRECT.
+  // `name` is what errors call the file.
+  DirectFileWriter(net::Fd fd, std::string name, bool direct,
+                   size_t stage_bytes = kStageBytes);
   // Stops the thread; what was handed to it is written, later errors are dropped (close()
   // reports them).
   ~DirectFileWriter();
@@ -36,6 +42,9 @@ class DirectFileWriter {
   // Appends; returns once the bytes are copied (a full staging buffer goes to the thread).
   // Throws what an earlier write failed with.
   void append(const void* data, size_t bytes);
+  // Everything appended so far is in the file (readable through another descriptor) when it
+  // returns. With O_DIRECT what was appended must end on a kAlign boundary (pad it).
+  void flush();
   // Writes the rest, waits for the disk (fdatasync) and closes; throws on any failure.
   void close();
   uint64_t bytes() const { return appended_; }
@@ -52,6 +61,7 @@ class DirectFileWriter {
     size_t filled = 0;
     uint64_t offset = 0;  // where in the file its first byte goes
   };
+  void start();                   // the staging buffers and the thread
   void hand_off(int stage);       // queues `stage` for the thread
   int next_free_stage();          // waits for a stage the thread is done with
   void write_out(const Stage& s, size_t bytes);  // on the thread (and close()): pwrite it all
@@ -61,6 +71,7 @@ class DirectFileWriter {
   std::string path_;
   net::Fd fd_;
   bool direct_ = true;
+  size_t stage_bytes_ = kStageBytes;
   uint64_t appended_ = 0;
   std::vector<Stage> stages_;
   int current_ = 0;  // the stage the caller fills

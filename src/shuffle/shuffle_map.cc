@@ -110,7 +110,8 @@ void Shuffle::Impl::spill_over_budget() {
   for (Run& run : runs_) {
     if (held_bytes_ <= options_.memory_bytes) return;
     if (run.spilled || !run.region) continue;
-    if (!spill_) spill_ = std::make_unique<SpillFile>(options_.spill_dir);
+    if (!spill_)
+      spill_ = std::make_unique<SpillFile>(options_.spill_dir, options_.direct_io, options_.memory_bytes);
     run.file_offset = spill_->append(run.region->addr(), run.total);
     run.spilled = true;
     run.region.reset();

@@ -265,7 +265,8 @@ shuffle::ShuffleStats sort_within(const Options& o, size_t budget, const std::st
                               .mode = o.mode,
                               .key_bytes = shuffle::kKeyBytes,
                               .memory_bytes = budget,
-                              .spill_dir = spill_dir});
+                              .spill_dir = spill_dir,
+                              .direct_io = o.direct_io});
   // A chunk is a quarter of the budget (at most 256 MB): its run, sorted, needs twice that
   // while it is made.
   const size_t chunk = std::max<size_t>(1, std::min(budget / 4, size_t{256} << 20) / kRecordBytes);
