@@ -19,7 +19,10 @@ void full_io(bool writing, int fd, uint8_t* buf, size_t len, uint64_t offset, co
 class RecordReader {
  public:
   // Throws when the file cannot be opened or its length is not a whole number of records.
-  explicit RecordReader(std::string path);
+  // `direct`: reads of 1 MiB and more go past the page cache (O_DIRECT, through an aligned
+  // bounce buffer), where the file system has it: a sort reads its input once, and filling
+  // the cache with it costs more CPU here than the disk's own time (docs/shuffle.md).
+  explicit RecordReader(std::string path, bool direct = true);
   uint64_t records() const { return records_; }
   // Reads up to `max_records` whole records; 0 at the end.
   size_t read(uint8_t* out, size_t max_records);
@@ -28,8 +31,12 @@ class RecordReader {
   const std::string& path() const { return path_; }
 
  private:
+  void read_direct(uint64_t offset, size_t bytes, uint8_t* out) const;
+
   std::string path_;
   net::Fd fd_;
+  net::Fd direct_fd_;  // invalid: no O_DIRECT
+  mutable std::unique_ptr<uint8_t, void (*)(void*)> bounce_{nullptr, nullptr};
   uint64_t records_ = 0;
   uint64_t position_ = 0;  // records read so far
 };

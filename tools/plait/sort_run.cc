@@ -115,11 +115,12 @@ std::vector<std::string> share_files(const std::string& dir, int rank, int size)
   return mine;
 }
 
-shuffle::Buffer read_share(const std::string& dir, int rank, int size, PhaseProgress& progress) {
+shuffle::Buffer read_share(const std::string& dir, bool direct, int rank, int size,
+                           PhaseProgress& progress) {
   std::vector<shuffle::RecordReader> mine;
   uint64_t records = 0;
   for (const std::string& f : share_files(dir, rank, size)) {
-    mine.emplace_back(f);
+    mine.emplace_back(f, direct);
     records += mine.back().records();
   }
   progress.begin("read", records * kRecordBytes);
@@ -181,7 +182,7 @@ void report(const Options& o, const std::vector<RankReport>& ranks, shuffle::Shu
 shuffle::ShuffleStats sort_in_memory(const Options& o, rdma::Fabric& fabric, PhaseClock& clock,
                                      PhaseProgress& progress) {
   const int rank = fabric.rank(), size = fabric.size();
-  shuffle::Buffer in = read_share(o.in, rank, size, progress);
+  shuffle::Buffer in = read_share(o.in, o.direct_io, rank, size, progress);
   const size_t count = in.size() / kRecordBytes;
   clock.lap(kRead);
   progress.begin("sample");
@@ -238,7 +239,7 @@ shuffle::ShuffleStats sort_within(const Options& o, size_t budget, const std::st
   std::vector<shuffle::RecordReader> readers;
   uint64_t records = 0;
   for (const std::string& f : share_files(o.in, rank, size)) {
-    readers.emplace_back(f);
+    readers.emplace_back(f, o.direct_io);
     records += readers.back().records();
   }
   // Samples: records evenly spaced through the share, read one by one.
