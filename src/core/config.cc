@@ -430,7 +430,7 @@ std::vector<SettingRow> make_rows() {
        [](Config& c, const std::string&, const std::string& v) { c.shuffle_spill_dir = trim(v); },
        [](const Config& c, const std::string&) { return c.shuffle_spill_dir; }},
       {{"PLAIT_SHUFFLE_DIRECT_IO", "0 or 1", "1",
-        "plait sort gen/run: write record files past the page cache (O_DIRECT, where the file system has it)"},
+        "plait sort gen/run and the shuffle's spill: record and spill files written, and record files read, past the page cache (O_DIRECT where the file system has it)"},
        [](Config& c, const std::string& n, const std::string& v) {
          const std::string t = trim(v);
          if (t != "0" && t != "1") throw invalid_usage(n + " takes 0 or 1, not '" + v + "'");
