@@ -49,7 +49,8 @@ class RecordWriter {
   // Appends (copied: the caller's buffer is free on return); a thread writes while the
   // caller goes on, close() waits for all.
   void write(const uint8_t* records, size_t count);
-  // Flushes to the disk and closes; a writer destroyed without close() leaves what it wrote.
+  // Flushes to the disk and closes; a writer destroyed without close() leaves a file with
+  // what it had handed to its thread (not the last, partly filled staging buffer).
   void close();
   uint64_t records() const { return records_; }
 
