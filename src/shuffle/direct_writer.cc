@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "plait/error.h"
+#include "shuffle/record_file.h"
 
 namespace plait::shuffle {
 
@@ -100,44 +101,33 @@ void DirectFileWriter::rethrow_failure() {
   if (failure_) std::rethrow_exception(failure_);
 }
 
-void DirectFileWriter::write_out(const Stage& s, size_t bytes) {
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = ::pwrite(fd_.get(), s.data.get() + done, bytes - done,
-                               static_cast<off_t>(s.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw system_error("write " + path_, errno);
-    done += static_cast<size_t>(n);
-  }
+void DirectFileWriter::write_out(const uint8_t* data, size_t bytes, uint64_t offset) {
+  full_io(true, fd_.get(), const_cast<uint8_t*>(data), bytes, offset, path_);
   // Buffered: the disk starts on these bytes now, not all at close().
   if (!direct_ && bytes > 0)
-    (void)::sync_file_range(fd_.get(), static_cast<off_t>(s.offset), static_cast<off_t>(bytes),
+    (void)::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(bytes),
                             SYNC_FILE_RANGE_WRITE);
 }
 
 void DirectFileWriter::run() {
   for (;;) {
     int stage = -1;
+    bool skip = false;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return !queued_.empty() || stopping_; });
       if (queued_.empty()) return;  // stopping, and everything handed over is written
       stage = queued_.front();
       queued_.erase(queued_.begin());
+      skip = failure_ != nullptr;  // after a failure nothing more is written
     }
     std::exception_ptr failed;
-    {
-      bool skip;
-      {
-        std::lock_guard lock(mu_);
-        skip = failure_ != nullptr;  // after a failure nothing more is written
+    if (!skip) try {
+        const Stage& s = stages_[stage];
+        write_out(s.data.get(), s.filled, s.offset);
+      } catch (...) {
+        failed = std::current_exception();
       }
-      if (!skip) try {
-          write_out(stages_[stage], stages_[stage].filled);
-        } catch (...) {
-          failed = std::current_exception();
-        }
-    }
     {
       std::lock_guard lock(mu_);
       if (failed && !failure_) failure_ = failed;
@@ -160,7 +150,7 @@ void DirectFileWriter::flush() {
   if (direct_ && s.filled % kAlign != 0)
     throw invalid_usage("flushing " + path_ + " at " + std::to_string(appended_) +
                         " bytes, not a multiple of " + std::to_string(kAlign) + " (O_DIRECT)");
-  write_out(s, s.filled);
+  write_out(s.data.get(), s.filled, s.offset);
   s.filled = 0;
   s.offset = appended_;
 }
@@ -177,16 +167,13 @@ void DirectFileWriter::close() {
   // The last stage: its aligned part directly, the tail (under one block) through the cache.
   const Stage& s = stages_[current_];
   const size_t aligned = direct_ ? s.filled / kAlign * kAlign : s.filled;
-  write_out(s, aligned);
+  write_out(s.data.get(), aligned, s.offset);
   if (aligned < s.filled) {
     const int flags = ::fcntl(fd_.get(), F_GETFL);
     if (flags < 0 || ::fcntl(fd_.get(), F_SETFL, flags & ~O_DIRECT) != 0)
       throw system_error("write " + path_ + " (leaving O_DIRECT for its last bytes)", errno);
     direct_ = false;
-    Stage tail;
-    tail.offset = s.offset + aligned;
-    tail.data = {s.data.get() + aligned, [](void*) {}};
-    write_out(tail, s.filled - aligned);
+    write_out(s.data.get() + aligned, s.filled - aligned, s.offset + aligned);
   }
   if (::fdatasync(fd_.get()) != 0) throw system_error("sync " + path_, errno);
   if (::close(fd_.release()) != 0) throw system_error("close " + path_, errno);

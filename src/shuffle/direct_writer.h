@@ -64,7 +64,8 @@ class DirectFileWriter {
   void start();                   // the staging buffers and the thread
   void hand_off(int stage);       // queues `stage` for the thread
   int next_free_stage();          // waits for a stage the thread is done with
-  void write_out(const Stage& s, size_t bytes);  // on the thread (and close()): pwrite it all
+  // pwrite it all (on the thread, and in flush() and close() once the thread is idle).
+  void write_out(const uint8_t* data, size_t bytes, uint64_t offset);
   void run();                     // the thread
   void rethrow_failure();         // under mu_
 
