@@ -118,10 +118,16 @@ class Shuffle {
   // Throws kInvalidUsage for a partition out of range (naming it and the record), before
   // anything is kept; kSystem when a spill cannot be written.
   void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
+  // As above, but the records' own memory becomes the run: they are partitioned in place and
+  // registered, no copy made and no second buffer's pages touched (fresh memory's first touch
+  // is most of a copying map's time). The records of one partition then come in no
+  // particular order from this run; with key_bytes set they are sorted, out of place, as above.
+  // Also throws kInvalidUsage when records' size is not a whole number of records.
+  void map(Buffer records, const std::function<int(const uint8_t*)>& partition_of);
   static constexpr size_t kMaxRuns = 1024;
 
   // Collective: the records every rank mapped to partition fabric.rank(), mapper 0's first,
-  // each mapper's in the order it gave them. On a failure the round's pending operations are
+  // each mapper's in the order it gave them (but see map(Buffer, ...)). On a failure the round's pending operations are
   // cancelled (nothing lands in freed memory) and the map output dropped; the Shuffle can
   // start another round, which every rank must then also start.
   Buffer exchange();

@@ -294,6 +294,9 @@ void Shuffle::map(const void* records, size_t count,
                   const std::function<int(const uint8_t*)>& partition_of) {
   impl_->map(records, count, partition_of);
 }
+void Shuffle::map(Buffer records, const std::function<int(const uint8_t*)>& partition_of) {
+  impl_->map(std::move(records), partition_of);
+}
 Buffer Shuffle::exchange() { return impl_->exchange(); }
 void Shuffle::exchange(const Sink& sink) { impl_->exchange(sink); }
 const ShuffleStats& Shuffle::stats() const { return impl_->stats(); }

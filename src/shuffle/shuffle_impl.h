@@ -72,7 +72,9 @@ class Shuffle::Impl {
   Impl(rdma::Fabric& fabric, ShuffleOptions options);
   ~Impl();
 
-  void map(const void* records, size_t count, const std::function<int(const uint8_t*)>& partition_of);
+  using PartitionOf = std::function<int(const uint8_t*)>;
+  void map(const void* records, size_t count, const PartitionOf& partition_of);
+  void map(Buffer records, const PartitionOf& partition_of);
   Buffer exchange();
   void exchange(const Sink& sink);
   const ShuffleStats& stats() const { return stats_; }
@@ -95,6 +97,7 @@ class Shuffle::Impl {
   }
 
   struct Run {  // one map() call's output
+    Buffer owned;  // the caller's records, when they were partitioned in place
     std::unique_ptr<rdma::MemoryRegion> region;  // null once spilled (or empty)
     uint64_t file_offset = 0;                     // in spill_, once spilled
     bool spilled = false;
@@ -139,6 +142,11 @@ class Shuffle::Impl {
   std::string block_text(int mapper, uint64_t bytes) const;
 
   // Map side (shuffle_map.cc).
+  std::vector<uint32_t> partitions_of(const uint8_t* in, size_t count,
+                                      const PartitionOf& partition_of) const;
+  void keep_run(Run run, size_t count);
+  void permute_in_place(uint8_t* base, std::vector<uint32_t>& part,
+                        const std::vector<uint64_t>& offset) const;
   void write_run(const uint8_t* in, size_t count, const std::vector<uint32_t>& part, Run& run);
   void spill_over_budget();
   const uint8_t* run_data(const Run& run) const;

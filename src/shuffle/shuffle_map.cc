@@ -39,16 +39,13 @@ const uint8_t* Shuffle::Impl::run_data(const Run& run) const {
   return run.region ? static_cast<const uint8_t*>(run.region->addr()) : nullptr;
 }
 
-void Shuffle::Impl::map(const void* records, size_t count,
-                        const std::function<int(const uint8_t*)>& partition_of) {
+std::vector<uint32_t> Shuffle::Impl::partitions_of(const uint8_t* in, size_t count,
+                                                   const PartitionOf& partition_of) const {
   if (runs_.size() >= Shuffle::kMaxRuns)
     throw invalid_usage("map() called " + std::to_string(runs_.size()) +
                             " times in one round; at most " + std::to_string(Shuffle::kMaxRuns),
                         {.rank = rank_, .op = "shuffle map"});
-  const auto start = Clock::now();
-  const auto* in = static_cast<const uint8_t*>(records);
   const size_t rb = options_.record_bytes;
-  // Counting pass: each record's partition, once.
   std::vector<uint32_t> part(count);
   for (size_t i = 0; i < count; ++i) {
     const int p = partition_of(in + i * rb);
@@ -58,14 +55,90 @@ void Shuffle::Impl::map(const void* records, size_t count,
                           {.rank = rank_, .op = "shuffle map"});
     part[i] = static_cast<uint32_t>(p);
   }
-  Run run;
-  write_run(in, count, part, run);
+  return part;
+}
+
+void Shuffle::Impl::keep_run(Run run, size_t count) {
   for (int p = 0; p < size_; ++p) part_bytes_[p] += run.bytes[p];
   held_bytes_ += run.total;
   runs_.push_back(std::move(run));
   stats_.records_mapped += count;
   spill_over_budget();
+}
+
+void Shuffle::Impl::map(const void* records, size_t count, const PartitionOf& partition_of) {
+  const auto start = Clock::now();
+  const auto* in = static_cast<const uint8_t*>(records);
+  const std::vector<uint32_t> part = partitions_of(in, count, partition_of);
+  Run run;
+  write_run(in, count, part, run);
+  keep_run(std::move(run), count);
   stats_.map_s += since(start);
+}
+
+void Shuffle::Impl::map(Buffer records, const PartitionOf& partition_of) {
+  const size_t rb = options_.record_bytes;
+  if (records.size() % rb != 0)
+    throw invalid_usage("map() given " + std::to_string(records.size()) + " bytes, not a whole number of " +
+                            std::to_string(rb) + "-byte records",
+                        {.rank = rank_, .op = "shuffle map"});
+  const size_t count = records.size() / rb;
+  // Sorted runs are sorted out of place: the copying map does that.
+  if (options_.key_bytes > 0 || count == 0) return map(records.data(), count, partition_of);
+  const auto start = Clock::now();
+  std::vector<uint32_t> part = partitions_of(records.data(), count, partition_of);
+  Run run;
+  run.offset.assign(size_, 0);
+  run.bytes.assign(size_, 0);
+  for (uint32_t p : part) run.bytes[p] += rb;
+  for (int p = 0; p < size_; ++p) {
+    run.offset[p] = run.total;
+    run.total += run.bytes[p];
+  }
+  permute_in_place(records.data(), part, run.offset);
+  run.region = fabric_.register_memory(records.data(), run.total, rdma::kAccessRemoteRead);
+  run.owned = std::move(records);
+  keep_run(std::move(run), count);
+  stats_.map_s += since(start);
+}
+
+// American flag sort's permutation: each record not yet in its partition is lifted out and
+// dropped into the next free slot of its own partition, whose record is carried on the same
+// way until one belongs where the first was lifted from. Every record is read and written
+// once; part[] moves with the records.
+void Shuffle::Impl::permute_in_place(uint8_t* base, std::vector<uint32_t>& part,
+                                     const std::vector<uint64_t>& offset) const {
+  const size_t rb = options_.record_bytes;
+  std::vector<size_t> next(size_), end(size_);
+  for (int p = 0; p < size_; ++p) {
+    next[p] = offset[p] / rb;
+    end[p] = p + 1 < size_ ? offset[p + 1] / rb : part.size();
+  }
+  std::vector<uint8_t> carried(rb), displaced(rb);
+  for (int p = 0; p < size_; ++p) {
+    while (next[p] < end[p]) {
+      const size_t hole = next[p];
+      if (part[hole] == static_cast<uint32_t>(p)) {
+        ++next[p];
+        continue;
+      }
+      std::memcpy(carried.data(), base + hole * rb, rb);
+      uint32_t q = part[hole];
+      for (;;) {
+        while (part[next[q]] == q) ++next[q];  // already home: the counts keep this in range
+        const size_t slot = next[q]++;
+        if (slot == hole) {  // q == p: the cycle closes
+          std::memcpy(base + hole * rb, carried.data(), rb);
+          part[hole] = q;
+          break;
+        }
+        std::memcpy(displaced.data(), base + slot * rb, rb);
+        std::memcpy(base + slot * rb, carried.data(), rb);
+        std::swap(carried, displaced);
+        std::swap(q, part[slot]);
+      }
+    }
+  }
 }
 
 void Shuffle::Impl::write_run(const uint8_t* in, size_t count, const std::vector<uint32_t>& part,
@@ -115,6 +188,7 @@ void Shuffle::Impl::spill_over_budget() {
     run.file_offset = spill_->append(run.region->addr(), run.total);
     run.spilled = true;
     run.region.reset();
+    run.owned = Buffer();
     held_bytes_ -= run.total;
     ++stats_.runs_spilled;
     stats_.bytes_spilled += run.total;

@@ -1,11 +1,13 @@
 // The shuffle (plait/shuffle.h) on real ranks, pull and push, over shared memory and TCP:
 // every rank gets exactly the records every mapper gave its partition, byte for byte and in
 // mapper order, over several rounds (one with a rank that maps nothing, one with two runs a
-// mapper, and with a budget that spills them); a mapper that dies is named by the reducers
+// mapper, one with a run partitioned in place, and with a budget that spills them); a mapper that dies is named by the reducers
 // waiting for its block.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,12 +48,34 @@ shuffle::ShuffleOptions options_from_env() {
   return o;
 }
 
+// Sorts, in both, each mapper's run of records (want's mapper by mapper, as got's must be).
+void sort_each_mappers_records(std::vector<uint8_t>& got, std::vector<uint8_t>& want, int round,
+                               int n, int me) {
+  using Record = std::array<uint8_t, kRecordBytes>;
+  auto sort_range = [](std::vector<uint8_t>& v, size_t from, size_t to) {
+    std::vector<Record> recs(to - from);
+    std::memcpy(recs.data(), v.data() + from * kRecordBytes, recs.size() * kRecordBytes);
+    std::sort(recs.begin(), recs.end());
+    std::memcpy(v.data() + from * kRecordBytes, recs.data(), recs.size() * kRecordBytes);
+  };
+  size_t at = 0;
+  for (int m = 0; m < n; ++m) {
+    const std::vector<uint8_t> theirs = records_of(m, kRecordsPerRank);
+    size_t k = 0;
+    for (size_t i = 0; i < kRecordsPerRank; ++i)
+      if (partition(theirs.data() + i * kRecordBytes, round, n) == me) ++k;
+    sort_range(got, at, at + k);
+    sort_range(want, at, at + k);
+    at += k;
+  }
+}
+
 int shuffle_child() {
   simulate_hosts();
   auto fabric = rdma::Fabric::create(bootstrap_from_env(30s), {.name = "shuffle"});
   const int n = fabric->size(), me = fabric->rank();
   shuffle::Shuffle s(*fabric, options_from_env());
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
     // Round 1: rank 0 maps nothing (a mapper with no records still takes part).
     auto count = [&](int rank) { return round == 1 && rank == 0 ? 0 : kRecordsPerRank; };
     const std::vector<uint8_t> mine = records_of(me, count(me));
@@ -60,11 +84,17 @@ int shuffle_child() {
       const size_t half = count(me) / 3;
       s.map(mine.data(), half, part);
       s.map(mine.data() + half * kRecordBytes, count(me) - half, part);
+    } else if (round == 3) {  // a run partitioned in place, then a copied one
+      const size_t half = count(me) / 3;
+      shuffle::Buffer own(half * kRecordBytes);
+      std::memcpy(own.data(), mine.data(), own.size());
+      s.map(std::move(own), part);
+      s.map(mine.data() + half * kRecordBytes, count(me) - half, part);
     } else {
       s.map(mine.data(), count(me), part);
     }
     const shuffle::Buffer buf = s.exchange();
-    const std::vector<uint8_t> got(buf.data(), buf.data() + buf.size());
+    std::vector<uint8_t> got(buf.data(), buf.data() + buf.size());
     // What we must get: each mapper's records of our partition, mapper by mapper, in order.
     std::vector<uint8_t> want;
     for (int m = 0; m < n; ++m) {
@@ -76,10 +106,15 @@ int shuffle_child() {
     }
     CHECK_OR_FAIL(got.size() == want.size(), "round %d: rank %d got %zu bytes, want %zu", round,
                   me, got.size(), want.size());
+    if (round == 3) {
+      // In place, a run's records of one partition come in no set order: compare each
+      // mapper's share as a set (its runs, in place and copied, are one after the other).
+      sort_each_mappers_records(got, want, round, n, me);
+    }
     CHECK_OR_FAIL(got == want, "round %d: rank %d got the right amount but other bytes", round, me);
   }
   const shuffle::ShuffleStats& st = s.stats();
-  CHECK_OR_FAIL(st.records_mapped == (me == 0 ? 2 : 3) * kRecordsPerRank, "mapped %llu",
+  CHECK_OR_FAIL(st.records_mapped == (me == 0 ? 3 : 4) * kRecordsPerRank, "mapped %llu",
                 static_cast<unsigned long long>(st.records_mapped));
   std::printf("rank %d: shuffle ok (%llu records in, %llu bytes from peers)\n", me,
               static_cast<unsigned long long>(st.records_received),

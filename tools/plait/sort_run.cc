@@ -193,9 +193,9 @@ shuffle::ShuffleStats sort_in_memory(const Options& o, rdma::Fabric& fabric, Pha
 
   progress.begin("map");  // one call: its time shows, its bytes when it is done
   shuffle::Shuffle s(fabric, {.record_bytes = kRecordBytes, .mode = o.mode});
-  s.map(in.data(), count, [&](const uint8_t* r) { return parts.partition(r); });
-  progress.advance(in.size());
-  in = shuffle::Buffer();  // the map output holds them now
+  const size_t in_bytes = in.size();
+  s.map(std::move(in), [&](const uint8_t* r) { return parts.partition(r); });  // in place
+  progress.advance(in_bytes);
   all_mapped(fabric);
   clock.lap(kMap);
 
