@@ -1,7 +1,5 @@
 // A round of the shuffle: block locations, the transfers (shuffle_fetch.cc for pull,
 // shuffle_push.cc for push), the end of the round; and the waits every step goes through.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -241,10 +239,6 @@ Buffer Shuffle::Impl::exchange() {
     send_locations();
     const uint64_t total = partition_bytes();
     Buffer out(total);
-    // Faulted in at once, before the reads land: a page faulted in inside process_vm_readv's
-    // copy costs more than one the kernel populates in a batch (4 GB sorted in memory on this
-    // VM, alternated: shuffle 4.85-5.11 s against 5.35-6.34). Best effort: old kernels say no.
-    if (total) ::madvise(out.data(), total, MADV_POPULATE_WRITE);
     CancelOnThrow cancel_first(*this);
     for (int r = 0; r < size_; ++r)
       if (r != rank_) stats_.bytes_sent += part_bytes_[r];
