@@ -122,7 +122,8 @@ class Shuffle {
   // registered, no copy made and no second buffer's pages touched (fresh memory's first touch
   // is most of a copying map's time). The records of one partition then come in no
   // particular order from this run; with key_bytes set they are sorted, out of place, as above.
-  // Also throws kInvalidUsage when records' size is not a whole number of records.
+  // Also throws kInvalidUsage when records' size is not a whole number of records; on a
+  // throw the records go with it.
   void map(Buffer records, const std::function<int(const uint8_t*)>& partition_of);
   static constexpr size_t kMaxRuns = 1024;
 
