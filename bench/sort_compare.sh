@@ -101,5 +101,5 @@ done
 echo
 echo "plait phases (slowest rank, seconds), per run:"
 for f in "$WORK"/pull-*.json "$WORK"/push-*.json; do
-  [ -f "$f" ] && echo "  $(basename "$f"): $(sed 's/.*"phases"://' "$f")"
+  if [ -f "$f" ]; then echo "  $(basename "$f"): $(sed 's/.*"phases"://' "$f")"; fi
 done
