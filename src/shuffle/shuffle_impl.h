@@ -145,6 +145,7 @@ class Shuffle::Impl {
   std::vector<uint32_t> partitions_of(const uint8_t* in, size_t count,
                                       const PartitionOf& partition_of) const;
   void keep_run(Run run, size_t count);
+  void lay_out(const std::vector<uint32_t>& part, Run& run) const;
   void permute_in_place(uint8_t* base, std::vector<uint32_t>& part,
                         const std::vector<uint64_t>& offset) const;
   void write_run(const uint8_t* in, size_t count, const std::vector<uint32_t>& part, Run& run);

@@ -88,13 +88,7 @@ void Shuffle::Impl::map(Buffer records, const PartitionOf& partition_of) {
   const auto start = Clock::now();
   std::vector<uint32_t> part = partitions_of(records.data(), count, partition_of);
   Run run;
-  run.offset.assign(size_, 0);
-  run.bytes.assign(size_, 0);
-  for (uint32_t p : part) run.bytes[p] += rb;
-  for (int p = 0; p < size_; ++p) {
-    run.offset[p] = run.total;
-    run.total += run.bytes[p];
-  }
+  lay_out(part, run);
   permute_in_place(records.data(), part, run.offset);
   run.region = fabric_.register_memory(records.data(), run.total, rdma::kAccessRemoteRead);
   run.owned = std::move(records);
@@ -141,18 +135,21 @@ void Shuffle::Impl::permute_in_place(uint8_t* base, std::vector<uint32_t>& part,
   }
 }
 
+// Each partition's bytes and where its block starts: blocks back to back in partition order.
+void Shuffle::Impl::lay_out(const std::vector<uint32_t>& part, Run& run) const {
+  run.offset.assign(size_, 0);
+  run.bytes.assign(size_, 0);
+  for (uint32_t p : part) run.bytes[p] += options_.record_bytes;
+  for (int p = 0; p < size_; ++p) {
+    run.offset[p] = run.total;
+    run.total += run.bytes[p];
+  }
+}
+
 void Shuffle::Impl::write_run(const uint8_t* in, size_t count, const std::vector<uint32_t>& part,
                               Run& run) {
   const size_t rb = options_.record_bytes;
-  std::vector<uint64_t> counts(size_, 0);
-  for (size_t i = 0; i < count; ++i) ++counts[part[i]];
-  run.offset.assign(size_, 0);
-  run.bytes.assign(size_, 0);
-  for (int p = 0; p < size_; ++p) {
-    run.offset[p] = run.total;
-    run.bytes[p] = counts[p] * rb;
-    run.total += run.bytes[p];
-  }
+  lay_out(part, run);
   if (run.total == 0) return;
   run.region = fabric_.allocate_memory(run.total, rdma::kAccessRemoteRead);
   auto* base = static_cast<uint8_t*>(run.region->addr());
