@@ -128,9 +128,9 @@ class Shuffle {
   static constexpr size_t kMaxRuns = 1024;
 
   // Collective: the records every rank mapped to partition fabric.rank(), mapper 0's first,
-  // each mapper's in the order it gave them (but see map(Buffer, ...)). On a failure the round's pending operations are
-  // cancelled (nothing lands in freed memory) and the map output dropped; the Shuffle can
-  // start another round, which every rank must then also start.
+  // each mapper's in the order it gave them (but see map(Buffer, ...)). On a failure the
+  // round's pending operations are cancelled (nothing lands in freed memory) and the map
+  // output dropped; the Shuffle can start another round, which every rank must then also start.
   Buffer exchange();
 
   // Collective, as exchange(), but the partition goes to `sink` a batch of records at a time

@@ -79,8 +79,8 @@ void Shuffle::Impl::map(const void* records, size_t count, const PartitionOf& pa
 void Shuffle::Impl::map(Buffer records, const PartitionOf& partition_of) {
   const size_t rb = options_.record_bytes;
   if (records.size() % rb != 0)
-    throw invalid_usage("map() given " + std::to_string(records.size()) + " bytes, not a whole number of " +
-                            std::to_string(rb) + "-byte records",
+    throw invalid_usage("map() given " + std::to_string(records.size()) +
+                            " bytes, not a whole number of " + std::to_string(rb) + "-byte records",
                         {.rank = rank_, .op = "shuffle map"});
   const size_t count = records.size() / rb;
   // Sorted runs are sorted out of place: the copying map does that.

@@ -385,8 +385,10 @@ int goodbye_after_loss_child() {
   const std::string lost = "rank 2 shut down its fabric after it had lost a peer: ";
   const size_t at = what.find(lost);
   const size_t named = at == std::string::npos ? at : what.find("rank 1", at + lost.size());
-  const bool names_rank1 = named != std::string::npos &&
-                           (named + 6 == what.size() || !std::isdigit(static_cast<unsigned char>(what[named + 6])));
+  const size_t after = named + 6;  // "rank 1", not "rank 10"
+  const bool names_rank1 =
+      named != std::string::npos &&
+      (after == what.size() || !std::isdigit(static_cast<unsigned char>(what[after])));
   if (me == 0) CHECK_OR_FAIL(names_rank1, "rank 0's error does not name rank 1: %s", what.c_str());
   return 0;
 }

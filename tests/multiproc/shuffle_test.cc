@@ -1,8 +1,8 @@
 // The shuffle (plait/shuffle.h) on real ranks, pull and push, over shared memory and TCP:
 // every rank gets exactly the records every mapper gave its partition, byte for byte and in
 // mapper order, over several rounds (one with a rank that maps nothing, one with two runs a
-// mapper, one with a run partitioned in place, and with a budget that spills them); a mapper that dies is named by the reducers
-// waiting for its block.
+// mapper, one with a run partitioned in place, and with a budget that spills them); a mapper
+// that dies is named by the reducers waiting for its block.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
