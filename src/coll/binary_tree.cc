@@ -1,25 +1,34 @@
 #include "coll/binary_tree.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace plait::coll {
+
+namespace {
+
+int inorder_parent(int n, int pos) {
+  if (pos == 0) return -1;
+  const int low = pos & -pos;
+  // One level up is p - b when bit 2b is set (p is a right child), else p + b (p is a left
+  // child); p + b past the end leaves p the right child of p - b, which then stops its
+  // search for a right child at p (inorder_btree's loop).
+  if (pos & (low << 1)) return pos - low;
+  return pos + low < n ? pos + low : pos - low;
+}
+
+}  // namespace
 
 TreeLinks inorder_btree(int n, int pos) {
   TreeLinks t;
   if (n <= 1) return t;
+  for (int p = inorder_parent(n, pos); p >= 0; p = inorder_parent(n, p)) ++t.depth;
   if (pos == 0) {
     t.children.push_back(floor_pow2(n - 1));
     return t;
   }
   const int low = pos & -pos;
-  // Parent: one level up is p - b when bit 2b is set (p is a right child), else p + b (p is
-  // a left child); p + b past the end leaves p the right child of p - b, which then stops
-  // its search for a right child at p (the loop below).
-  if (pos & (low << 1)) {
-    t.parent = pos - low;
-  } else {
-    t.parent = pos + low < n ? pos + low : pos - low;
-  }
+  t.parent = inorder_parent(n, pos);
   if (low > 1) {
     t.children.push_back(pos - low / 2);
     for (int step = low / 2; step >= 1; step /= 2) {
@@ -29,6 +38,16 @@ TreeLinks inorder_btree(int n, int pos) {
       }
     }
   }
+  return t;
+}
+
+TreeLinks binomial_links(const Group& g) {
+  const TreeNode node = binomial_node(g.n(), g.pos);
+  TreeLinks t;
+  if (node.parent >= 0) t.parent = g.rank(node.parent);
+  for (auto it = node.children.rbegin(); it != node.children.rend(); ++it)
+    t.children.push_back(g.rank(*it));
+  t.depth = std::popcount(static_cast<unsigned>(g.pos));  // a parent clears the lowest bit
   return t;
 }
 
@@ -49,9 +68,7 @@ void tree_reduce_bcast(ScheduleBuilder& b, const TreeLinks& node, Slice own, Sli
   const size_t chunk = b.chunk();
   bool holds = same_region(b.where(own), b.where(acc));
   if (node.children.empty()) {
-    // A leaf sends its own data straight from `own`: no copy into acc first.
-    if (node.parent >= 0) b.send_chunks(node.parent, own, chunk);
-    else if (!holds) b.copy(own, acc);  // a one-rank tree
+    if (node.parent < 0 && !holds) b.copy(own, acc);  // a one-rank tree
   } else {
     const size_t slot = chunk ? std::min(chunk, acc.count) : acc.count;
     for (int child : node.children) {
@@ -67,11 +84,12 @@ void tree_reduce_bcast(ScheduleBuilder& b, const TreeLinks& node, Slice own, Sli
         recv_staged_reduce_chunks(b, child, acc, ring, chunk);
       }
     }
-    if (node.parent >= 0) b.send_chunks(node.parent, acc, chunk);
   }
-  // Down: the receive of chunk i waits only for chunk i's send up (it overwrites the
-  // partial sum), so the two directions overlap chunk by chunk.
-  if (node.parent >= 0) b.recv_chunks(node.parent, acc, chunk);
+  // Down: the receive of chunk i waits for chunk i's send up (it overwrites the partial
+  // sum), so the two directions overlap chunk by chunk. A leaf sends straight from `own`.
+  if (node.parent >= 0)
+    b.send_up_recv_down_chunks(node.parent, holds ? acc : own, acc, chunk,
+                               2 * static_cast<size_t>(node.depth) + 1);
   for (int child : node.children) b.send_chunks(child, acc, chunk);
 }
 

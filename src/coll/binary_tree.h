@@ -13,13 +13,15 @@
 #include <vector>
 
 #include "coll/builder_util.h"
+#include "coll/phases.h"
 
 namespace plait::coll {
 
 // One node's links; ranks or positions, depending on the function that fills it.
 struct TreeLinks {
   int parent = -1;            // -1 at the root
-  std::vector<int> children;  // at most two
+  std::vector<int> children;  // broadcast order: the largest subtree first
+  int depth = 0;              // hops to the root
 };
 
 // In-order binary tree over positions [0, n): position p with lowest set bit b sits at
@@ -36,10 +38,16 @@ TreeLinks inorder_btree(int n, int pos);
 // odd count one rank (rank 0) is necessarily interior in both.
 std::array<TreeLinks, 2> double_binary_tree(int n, int rank);
 
+// The binomial tree over positions [0, n) rooted at 0 (phases.h's binomial_node) as links of
+// `g`'s ranks, children largest subtree first.
+TreeLinks binomial_links(const Group& g);
 // Reduces every member's `own` into `acc` at the tree's root, then sends the root's acc back
 // down into every member's acc: afterwards acc holds the reduction on every rank. Chunked
 // by b.chunk(); the builder's hazard tracking lets chunk i travel down while chunk i+1 is
-// still going up. `own` may be the same elements as `acc` (in place).
+// still going up, and a node keeps at most 2 depth + 1 chunks up that have not come back
+// (ScheduleBuilder::send_up_recv_down_chunks): the round trip to the root and back
+// pipelined, and no subtree far ahead of its siblings. `own` may be the same elements as
+// `acc` (in place).
 void tree_reduce_bcast(ScheduleBuilder& b, const TreeLinks& node, Slice own, Slice acc);
 
 }  // namespace plait::coll

@@ -325,6 +325,23 @@ std::vector<StepId> ScheduleBuilder::recv_chunks(int peer, Slice dst, size_t chu
   return ids;
 }
 
+void ScheduleBuilder::send_up_recv_down_chunks(int parent, Slice up, Slice down, size_t chunk,
+                                               size_t window) {
+  std::vector<Range> pieces;
+  for_each_chunk(up.count, chunk, [&](size_t off, size_t n) { pieces.push_back({off, n}); });
+  window = std::max<size_t>(window, 1);
+  size_t sent = 0;
+  for (; sent < pieces.size() && sent < window; ++sent)
+    send(parent, sub(up, pieces[sent].offset, pieces[sent].count));
+  for (const Range& piece : pieces) {
+    const StepId back = recv(parent, sub(down, piece.offset, piece.count));
+    if (sent == pieces.size()) continue;
+    const StepId after[] = {back};
+    send(parent, sub(up, pieces[sent].offset, pieces[sent].count), after);
+    ++sent;
+  }
+}
+
 void ScheduleBuilder::recv_then_reduce_chunks(int peer, Slice dst, Slice own, size_t chunk) {
   for_each_chunk(dst.count, chunk, [&](size_t off, size_t n) {
     recv(peer, sub(dst, off, n));

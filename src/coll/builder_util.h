@@ -148,6 +148,14 @@ class ScheduleBuilder {
   // Per chunk: recv into dst, then dst = dst (op) own. For out-of-place first contributions:
   // no staging, no copy.
   void recv_then_reduce_chunks(int peer, Slice dst, Slice own, size_t chunk);
+  // A tree node's traffic with its parent: `up` goes up and `down` comes back, chunk by
+  // chunk, with at most `window` chunks sent up that have not come back down. Without the
+  // bound a subtree sends everything at once and takes more than its share of the parent's
+  // link from a sibling subtree that is still reducing; the parent then waits on the
+  // sibling at the end (binomial allreduce of 64 MiB on four 1 Gbit/s hosts: 1.47 s, 1.15
+  // with a window of three). A chunk comes back no sooner than it went up, so window >= 1
+  // cannot deadlock.
+  void send_up_recv_down_chunks(int parent, Slice up, Slice down, size_t chunk, size_t window);
 
   Schedule finish() &&;
 
