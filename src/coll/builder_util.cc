@@ -325,6 +325,13 @@ std::vector<StepId> ScheduleBuilder::recv_chunks(int peer, Slice dst, size_t chu
   return ids;
 }
 
+StepId ScheduleBuilder::handshake(int peer, StepId finished) {
+  const Slice token{BufferId::kOutput, 0, 0};
+  const StepId after[] = {finished};
+  send(peer, token, after);
+  return recv(peer, token);
+}
+
 void ScheduleBuilder::send_up_recv_down_chunks(int parent, Slice up, Slice down, size_t chunk,
                                                size_t window) {
   std::vector<Range> pieces;

@@ -213,7 +213,9 @@ class Symmetric {
     if (s.ready < 0 || !s.arrived) return;
     double at = s.ready;
     if (s.arrival > at) at = s.arrival, s.cause = send_step_[s.message];
-    s.rounds = std::max(s.rounds, states_[send_step_[s.message]].rounds + 1);
+    // Rounds of data: a token (ScheduleBuilder::handshake) orders rounds, it is not one.
+    s.rounds = std::max(s.rounds, states_[send_step_[s.message]].rounds +
+                                      (messages_[s.message].bytes > 0 ? 1 : 0));
     if (step(g).kind == StepKind::kRecv) push_done(g, at);
     else compute(g, at, core_seconds(step(g), elem_, params_));
   }

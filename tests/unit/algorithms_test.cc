@@ -238,7 +238,8 @@ std::string run_flavor(const Shape& s, const std::vector<CollArgs>& args,
 // "Nothing ordered that need not be": every dependency edge joins two steps that touch
 // overlapping elements, at least one writing. Barriers and pairwise exchange order steps on
 // purpose and are exempt; with `credits`, so is a send that waits for a receive from the
-// same peer (a tree's window: chunk i + w goes up once chunk i has come down).
+// same peer (a tree's window: chunk i + w goes up once chunk i has come down); and so is
+// any edge of a token, a zero-element message (ScheduleBuilder::handshake).
 std::string unneeded_dependency(const CollArgs& args, const Schedule& s, bool credits) {
   const BufferLayout layout = layout_of(args);
   auto uses = [&](const Step& st, std::vector<std::pair<Region, bool>>* u) {
@@ -249,7 +250,13 @@ std::string unneeded_dependency(const CollArgs& args, const Schedule& s, bool cr
   std::vector<std::pair<Region, bool>> a, b;
   for (StepId i = 0; i < s.steps.size(); ++i) {
     uses(s.steps[i], &a);
+    auto token = [&](StepId x) {
+      const Step& st = s.steps[x];
+      return (st.kind == StepKind::kSend && st.src.count == 0) ||
+             (st.kind == StepKind::kRecv && st.dst.count == 0);
+    };
     for (StepId d : s.deps_of(s.steps[i])) {
+      if (token(i) || token(d)) continue;
       if (credits && s.steps[i].kind == StepKind::kSend && s.steps[d].kind == StepKind::kRecv &&
           s.steps[d].peer == s.steps[i].peer)
         continue;
