@@ -166,6 +166,9 @@ class ScheduleBuilder {
   // rounds share the link, and the skew feeds itself: recursive doubling of 1 MiB on eight
   // 200 Mbit/s hosts ran 132 or 230-340 ms by launch, 132-137 every launch with the token.
   StepId handshake(int peer, StepId finished);
+  // The smallest round that gets one: below it a round's transfer is within a few message
+  // latencies even on a 10 Gbit/s link, and the token would cost more than it saves.
+  static constexpr size_t kHandshakeBytes = size_t{256} << 10;
 
   Schedule finish() &&;
 

@@ -227,6 +227,22 @@ std::vector<Range> units_in_order(const std::vector<Range>& blocks, int lo, int 
   return out;
 }
 
+// Whether the hypercube's round of `m` blocks a side starts with a handshake
+// (ScheduleBuilder::handshake): no round of the phase is pipelined (its largest, p2/2 blocks a
+// side, is one message), and the pair's round moves at least 2 kHandshakeBytes. In a
+// pipelined phase a round's units follow the last round's as they are combined, by design,
+// and a handshake would hold them back (4 MiB on four 200 Mbit/s hosts: 398 ms with one,
+// 263 modelled). Both partners compute the same: the same blocks, the same pair.
+bool handshake_round(const ScheduleBuilder& b, const std::vector<Range>& blocks, int pos, int m,
+                     int u) {
+  const int p2 = static_cast<int>(blocks.size());
+  const size_t chunk = b.chunk();
+  if (chunk != 0 && (p2 / 2 > u || span_of(blocks, 0, p2 / 2).count > chunk)) return false;
+  const int pair = pos & ~(2 * m - 1);
+  return span_of(blocks, pair, pair + 2 * m).count * dtype_size(b.args().dtype) >=
+         2 * ScheduleBuilder::kHandshakeBytes;
+}
+
 }  // namespace
 
 void recursive_halving(ScheduleBuilder& b, const Group& g, const Halving& spec) {
@@ -241,8 +257,15 @@ void recursive_halving(ScheduleBuilder& b, const Group& g, const Halving& spec) 
     const int mid = lo + (hi - lo) / 2;
     const bool upper = (g.pos & mask) != 0;
     const Range keep = upper ? span_of(spec.blocks, mid, hi) : span_of(spec.blocks, lo, mid);
-    for (const Range& give : units_in_order(spec.blocks, upper ? lo : mid, mask, u, partner, true))
-      b.send_chunks(g.rank(partner), holds ? spec.acc(give) : spec.own(give), chunk);
+    std::optional<StepId> ready;
+    if (mask != p2 / 2 && handshake_round(b, spec.blocks, g.pos, mask, u))
+      ready = b.handshake(g.rank(partner), b.last_step());
+    const int give_lo = upper ? lo : mid;
+    for (const Range& give : units_in_order(spec.blocks, give_lo, mask, u, partner, true)) {
+      const Slice from = holds ? spec.acc(give) : spec.own(give);
+      if (ready) b.send(g.rank(partner), from, std::span<const StepId>(&*ready, 1));
+      else b.send_chunks(g.rank(partner), from, chunk);
+    }
     if (holds && !ring) {
       // Later rounds keep half as much, so the first round that stages sizes the ring.
       ring.emplace(b, chunk ? std::min(chunk, keep.count) : keep.count, chunk ? 2 : 1);
@@ -269,11 +292,17 @@ void recursive_doubling_allgather(ScheduleBuilder& b, const Group& g, const Doub
     const int partner = g.pos ^ mask;
     const int base = g.pos & ~(mask - 1);
     const int pbase = partner & ~(mask - 1);
-    if (mask == 1 && spec.own_src)
+    std::optional<StepId> ready;
+    if (mask != 1 && handshake_round(b, spec.blocks, g.pos, mask, u))
+      ready = b.handshake(g.rank(partner), b.last_step());
+    if (mask == 1 && spec.own_src) {
       b.send_chunks(g.rank(partner), *spec.own_src, chunk);
-    else
-      for (const Range& unit : units_in_order(spec.blocks, base, mask, u, g.pos, false))
-        b.send_chunks(g.rank(partner), spec.dst(unit), chunk);
+    } else {
+      for (const Range& unit : units_in_order(spec.blocks, base, mask, u, g.pos, false)) {
+        if (ready) b.send(g.rank(partner), spec.dst(unit), std::span<const StepId>(&*ready, 1));
+        else b.send_chunks(g.rank(partner), spec.dst(unit), chunk);
+      }
+    }
     for (const Range& unit : units_in_order(spec.blocks, pbase, mask, u, partner, false))
       b.recv_chunks(g.rank(partner), spec.dst(unit), chunk);
   }

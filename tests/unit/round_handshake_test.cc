@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "coll/algorithms.h"
+#include "coll/builder_util.h"
+#include "coll/schedule_check.h"
 #include "sim/replay.h"
 #include "sim/topology_spec.h"
 
@@ -77,6 +79,62 @@ TEST(RoundHandshake, NoneForSmallOrPipelinedRounds) {
     const Schedule s = find_algorithm(CollOp::kAllreduce, Algorithm::kRecursiveDoubling)
                            ->build(rd_allreduce(3, count, chunk));
     for (const Step& st : s.steps) EXPECT_FALSE(is_token(st)) << count << " / " << chunk;
+  }
+}
+
+// Rounds big enough for the handshake, run through the checker (all ranks on real buffers,
+// every send waiting for its receive to be posted) against the reference: the hypercube's
+// halving and doubling phases, and recursive doubling's exchange. Integer-valued floats, so
+// any reduction order is exact.
+TEST(RoundHandshake, HypercubeRoundsWithTokensGiveTheReferenceResult) {
+  const int n = 8;
+  struct Case {
+    CollOp op;
+    Algorithm algo;
+    size_t count;
+  };
+  for (const Case& c : {Case{CollOp::kAllreduce, Algorithm::kHalvingDoubling, 1 << 19},
+                        Case{CollOp::kAllreduce, Algorithm::kRecursiveDoubling, 1 << 17},
+                        Case{CollOp::kReduceScatter, Algorithm::kHalvingDoubling, 1 << 16},
+                        Case{CollOp::kAllgather, Algorithm::kRecursiveDoubling, 1 << 16},
+                        Case{CollOp::kBroadcast, Algorithm::kHalvingDoubling, 1 << 19}}) {
+    std::vector<CollArgs> args;
+    std::vector<Schedule> scheds;
+    std::vector<std::vector<float>> in(n), out(n);
+    std::vector<RankBuffers> bufs;
+    for (int r = 0; r < n; ++r) {
+      CollArgs a = rd_allreduce(r, c.count, 1 << 20);  // one chunk holds any round
+      a.op = c.op;
+      args.push_back(a);
+      scheds.push_back(find_algorithm(c.op, c.algo)->build(a));
+      const BufferLayout l = layout_of(a);
+      in[r].resize(l.input_count);
+      for (size_t i = 0; i < in[r].size(); ++i) in[r][i] = static_cast<float>((r + 1) * (i % 5));
+      out[r].assign(l.output_count, -1.0f);
+      bufs.push_back({std::as_writable_bytes(std::span(out[r])),
+                      std::as_writable_bytes(std::span(in[r]))});
+    }
+    const std::string name(to_string(c.algo));
+    size_t tokens = 0;
+    for (const Step& st : scheds[0].steps) tokens += is_token(st);
+    EXPECT_GT(tokens, 0u) << name;
+    const CheckResult res = check_schedules(args, scheds, bufs);
+    ASSERT_TRUE(res) << name << ": " << res.error;
+    const float sum_ranks = n * (n + 1) / 2.0f;
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < out[r].size(); ++i) {
+        float want = 0;
+        switch (c.op) {
+          case CollOp::kAllreduce: want = sum_ranks * (i % 5); break;
+          case CollOp::kReduceScatter: want = sum_ranks * ((r * c.count + i) % 5); break;
+          case CollOp::kAllgather:
+            want = static_cast<float>((i / c.count + 1) * (i % c.count % 5));
+            break;
+          default: want = static_cast<float>(i % 5); break;  // broadcast from rank 0
+        }
+        ASSERT_EQ(out[r][i], want) << name << " rank " << r << " element " << i;
+      }
+    }
   }
 }
 
