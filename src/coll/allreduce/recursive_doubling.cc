@@ -15,7 +15,6 @@
 
 namespace plait::coll {
 
-
 Schedule build_allreduce_recursive_doubling(const CollArgs& args) {
   ScheduleBuilder b(args, "recursive_doubling");
   const size_t count = args.count;
@@ -34,7 +33,8 @@ Schedule build_allreduce_recursive_doubling(const CollArgs& args) {
   // before the partner finished the previous round anyway.
   StagingRing ring(b, chunk ? std::min(chunk, count) : count, chunk ? 2 : 1);
   const bool one_piece = chunk == 0 || count <= chunk;
-  const bool handshakes = one_piece && count * dtype_size(args.dtype) >= ScheduleBuilder::kHandshakeBytes;
+  const bool handshakes =
+      one_piece && count * dtype_size(args.dtype) >= ScheduleBuilder::kHandshakeBytes;
   auto exchange = [&](int peer, bool first) {
     const Slice src = holds ? acc : own;
     if (handshakes && !first) {
