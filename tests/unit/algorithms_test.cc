@@ -17,6 +17,7 @@
 #include "coll/schedule_check.h"
 #include "core/reduce.h"
 #include "plait/error.h"
+#include "schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {
@@ -471,20 +472,6 @@ TEST(AlgorithmCostModel, PicksBandwidthOptimalForSixtyFourMiB) {
 }
 
 // ---- properties of particular builders ----
-
-// Ancestors of `step` through dependencies.
-std::set<StepId> ancestors(const Schedule& s, StepId step) {
-  std::set<StepId> seen;
-  std::vector<StepId> todo = {step};
-  while (!todo.empty()) {
-    StepId x = todo.back();
-    todo.pop_back();
-    for (StepId d : s.deps_of(s.steps[x])) {
-      if (seen.insert(d).second) todo.push_back(d);
-    }
-  }
-  return seen;
-}
 
 TEST(AlgorithmPipelining, RingForwardsChunkBeforeBlockIsComplete) {
   CollArgs a;

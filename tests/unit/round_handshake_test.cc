@@ -13,6 +13,7 @@
 #include "coll/schedule_check.h"
 #include "sim/replay.h"
 #include "sim/topology_spec.h"
+#include "schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {
@@ -60,14 +61,7 @@ TEST(RoundHandshake, RoundsAfterTheFirstWaitForThePartnersToken) {
       // data to be in (through the combination that follows its receive).
       const auto deps = s.deps_of(send);
       EXPECT_TRUE(std::set<StepId>(deps.begin(), deps.end()).count(token_in)) << rank;
-      std::set<StepId> before;
-      for (std::vector<StepId> todo = {token_out}; !todo.empty();) {
-        const StepId x = todo.back();
-        todo.pop_back();
-        for (StepId d : s.deps_of(s.steps[x]))
-          if (before.insert(d).second) todo.push_back(d);
-      }
-      EXPECT_TRUE(before.count(data_recvs[round - 1])) << "rank " << rank << " round " << round;
+      EXPECT_TRUE(ancestors(s, token_out).count(data_recvs[round - 1])) << "rank " << rank << " round " << round;
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "coll/select.h"
 #include "core/reduce.h"
 #include "plait/error.h"
+#include "schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {
@@ -346,17 +347,6 @@ TEST(Hierarchical, OnlyOneShardPerRankCrossesHosts) {
       }
     }
   }
-}
-
-// Ancestors of `step` through dependencies.
-std::set<StepId> ancestors(const Schedule& s, StepId step) {
-  std::set<StepId> seen;
-  for (std::vector<StepId> todo = {step}; !todo.empty();) {
-    const StepId x = todo.back();
-    todo.pop_back();
-    for (StepId d : s.deps_of(s.steps[x])) if (seen.insert(d).second) todo.push_back(d);
-  }
-  return seen;
 }
 
 TEST(DoubleBinaryTree, RootSendsChunkDownBeforeTheLastChunkArrives) {

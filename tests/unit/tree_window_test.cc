@@ -12,20 +12,10 @@
 #include "coll/algorithms.h"
 #include "coll/binary_tree.h"
 #include "coll/phases.h"
+#include "schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {
-
-std::set<StepId> ancestors(const Schedule& s, StepId step) {
-  std::set<StepId> seen;
-  for (std::vector<StepId> todo = {step}; !todo.empty();) {
-    const StepId x = todo.back();
-    todo.pop_back();
-    for (StepId d : s.deps_of(s.steps[x]))
-      if (seen.insert(d).second) todo.push_back(d);
-  }
-  return seen;
-}
 
 // A tree and the elements it carries.
 struct TreePart {
