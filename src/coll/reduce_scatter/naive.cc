@@ -9,16 +9,14 @@ Schedule build_reduce_scatterv_naive(const CollArgs& args) {
   ScheduleBuilder b(args, "naive");
   const std::vector<Range> blocks = rank_blocks(args);
   const Range mine = blocks[static_cast<size_t>(args.rank)];
-  std::vector<Contribution> parts;
-  for (int p = 0; p < args.size; ++p) {
-    const Range r = blocks[static_cast<size_t>(p)];
-    if (p == args.rank) {
-      parts.push_back({-1, in_slice(mine)});
-    } else {
-      if (r.count) b.send(p, in_slice(r));
-      parts.push_back({p, {}});
-    }
+  // Sends start with the right-hand neighbour, as in the naive allreduce.
+  for (int k = 1; k < args.size; ++k) {
+    const int p = (args.rank + k) % args.size;
+    if (const Range r = blocks[static_cast<size_t>(p)]; r.count) b.send(p, in_slice(r));
   }
+  std::vector<Contribution> parts;
+  for (int p = 0; p < args.size; ++p)
+    parts.push_back(p == args.rank ? Contribution{-1, in_slice(mine)} : Contribution{p, {}});
   reduce_in_order(b, std::move(parts), out_slice({0, mine.count}));
   return std::move(b).finish();
 }
