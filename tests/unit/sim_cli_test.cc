@@ -157,5 +157,13 @@ TEST(SimCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sim({"--help"}), 0);
 }
 
+TEST(SimCli, AnErrorSaysPlaitSimOnce) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(sim({"barrier", "--topology", "star:hosts=4", "--ranks", "4", "--bytes", "1M"}), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.rfind("plait sim: no operation 'barrier'", 0), 0u) << err;
+  EXPECT_EQ(err.find("sim: sim:"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace plait::cli

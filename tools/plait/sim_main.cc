@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
@@ -137,7 +138,11 @@ int sim_main(int argc, char** argv) {
     if (args[0] == "plot") return plot_main({args.begin() + 1, args.end()});
     return sim_run_main(args);
   } catch (const Error& e) {
-    std::fprintf(stderr, "plait sim: %s\n%s", e.what(),
+    // The simulator's errors say "sim: ..." for the library's callers; here the line already
+    // starts "plait sim: ".
+    std::string_view what = e.what();
+    if (what.starts_with("sim: ")) what.remove_prefix(5);
+    std::fprintf(stderr, "plait sim: %.*s\n%s", static_cast<int>(what.size()), what.data(),
                  e.category() == ErrorCategory::kInvalidUsage ? kUsage : "");
     return e.category() == ErrorCategory::kInvalidUsage ? 2 : 1;
   }

@@ -30,7 +30,7 @@ std::vector<int> send_peers(const Schedule& s) {
   return peers;
 }
 
-TEST(NaiveSendOrder, EveryRankStartsWithItsRightHandNeighbour) {
+TEST(SendOrder, NaiveEveryRankStartsWithItsRightHandNeighbour) {
   for (CollOp op : {CollOp::kAllreduce, CollOp::kReduceScatter, CollOp::kAllgather,
                     CollOp::kAlltoall}) {
     for (int size : {2, 5, 8}) {
@@ -46,7 +46,7 @@ TEST(NaiveSendOrder, EveryRankStartsWithItsRightHandNeighbour) {
   }
 }
 
-TEST(NaiveSendOrder, ReductionsStillCombineInRankOrder) {
+TEST(SendOrder, NaiveReductionsStillCombineInRankOrder) {
   // Bit-identical sums on every rank: the receives reduce in rank order whatever the sends'.
   const int size = 5;
   for (int rank = 0; rank < size; ++rank) {
