@@ -4,16 +4,16 @@
 // carrying one message instead of n-1 colliding ones (large messages, oversubscribed
 // networks). In place, blocks land in scratch and move once the block they overwrite is sent.
 //
-// A send over TCP or shared memory completes once its bytes are handed to the transport, not
-// when they arrive, so "step i-1's transfers are done" let a rank post its next message
-// while its last was still queued: two steps' messages shared its link, a receiver fell
-// behind, and a launch could run in a slower mode for good (4 MiB on eight 200 Mbit/s
-// namespace hosts: 154 ms in one launch, 285 in another). So a message of kHandshakeBytes or
-// more is acknowledged: its receiver sends a zero-byte token back once it is in, and the
-// sender's next step waits for it, as if its send completed on arrival. From TCP's eager
-// threshold (2 MiB) a send is a rendezvous, whose data goes only once the receiver is
-// ready: a token then only adds a trip through a busy queue (16 MiB on four 1 Gbit/s
-// hosts, 4 MiB messages: 118 ms without, 128 with).
+// An eager send completes once the transport has its bytes, not when they arrive, so "step
+// i-1's transfers are done" let a rank post its next message while its last was still
+// queued: two steps' messages shared its link, a receiver fell behind, and a launch could run
+// in a slower mode for good (4 MiB on eight 200 Mbit/s namespace hosts: 154 ms in one launch,
+// 285 in another). So a message from kHandshakeBytes up to TCP's eager threshold (2 MiB) is
+// acknowledged: its receiver sends a zero-byte token back once it is in, and the sender's
+// next step waits for it, as if its send completed on arrival. From the threshold a send is a
+// rendezvous, whose data goes only once the receiver is ready, and a token would only add a
+// trip through a busy queue (16 MiB on four 1 Gbit/s hosts, 4 MiB messages: 118 ms without,
+// 128 with). The threshold is TCP's (tcp_fabric.cc); a schedule does not know its provider.
 #include "coll/builders.h"
 #include "coll/phases.h"
 
