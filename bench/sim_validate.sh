@@ -29,6 +29,13 @@
 # measured) / measured; then how many points are within 15 % and 30 %.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One run at a time: two would tear down and rebuild each other's namespaces, and their
+# jobs would hang until the peer timeout.
+exec 9>/run/lock/plait-netns-lab.lock
+if ! flock -n 9; then
+  echo "sim_validate: another run holds the testbed (/run/lock/plait-netns-lab.lock)" >&2
+  exit 1
+fi
 HOSTS_LIST=${HOSTS:-"4 8"}
 RATES=${RATES:-"1gbit 200mbit"}
 RPH_LIST=${RPH:-"1 2"}
