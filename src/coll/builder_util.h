@@ -169,6 +169,19 @@ class ScheduleBuilder {
   // The smallest round that gets one: below it a round's transfer is within a few message
   // latencies even on a 10 Gbit/s link, and the token would cost more than it saves.
   static constexpr size_t kHandshakeBytes = size_t{256} << 10;
+  // TCP's eager threshold (tcp_fabric.cc), written again because a schedule does not know
+  // its provider. From it a send is a rendezvous, whose data goes only once the receiver is
+  // ready, so an acknowledgement would only add a trip through a busy queue.
+  static constexpr size_t kRendezvousBytes = size_t{2} << 20;
+  // Whether one message of `count` elements is acknowledged where a schedule wants its
+  // sends to leave one after another: an eager send completes once the transport has its
+  // bytes, not when they arrive, so a sender's next message would share its link with this
+  // one. From kHandshakeBytes (below it the token costs more than the overlap) to
+  // kRendezvousBytes.
+  bool acknowledged(size_t count) const {
+    const size_t bytes = count * dtype_size(args_.dtype);
+    return bytes >= kHandshakeBytes && bytes < kRendezvousBytes;
+  }
 
   Schedule finish() &&;
 

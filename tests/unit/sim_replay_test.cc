@@ -180,15 +180,16 @@ TEST(Replay, APairsMessagesLeaveOneAtATimeInOrder) {
 }
 
 // queue=fifo: a host's link serves its messages in posting order. A binomial broadcast of n on
-// eight hosts at rate R: the root posts its sends to 4, 2 and 1 at once. Shared max-min, the
-// three finish together at 3n/R and 4's subtree is two more sends deep behind them; in
-// posting order 4 has its copy at n/R, 2 at 2n/R, and every rank has it by 3n/R (the root's
-// link busy throughout).
+// eight hosts at rate R: the root posts its sends to 4, 2 and 1 at once (n = 2 MiB, in one
+// piece: a rendezvous over TCP, not acknowledged). Shared max-min, the three finish together
+// at 3n/R and 4's subtree is two more sends deep behind them; in posting order 4 has its copy
+// at n/R, 2 at 2n/R, and every rank has it by 3n/R (the root's link busy throughout). At
+// 1 MiB each child acknowledges and a node's sends go one after another: 3n/R shared too.
 TEST(Replay, AFifoLinkSendsItsMessagesInPostingOrder) {
   coll::CollArgs a;
   a.op = coll::CollOp::kBroadcast;
   a.dtype = DataType::kF32;
-  a.count = 1 << 18;  // 1 MiB, one chunk
+  a.count = 1 << 19;  // 2 MiB, one chunk
   const double n = a.count * 4.0, R = 1.25e8;
   auto fair = parse_topology("star:hosts=8,rate=1gbit,latency=0us");
   auto fifo = parse_topology("star:hosts=8,rate=1gbit,latency=0us,queue=fifo");
@@ -198,6 +199,9 @@ TEST(Replay, AFifoLinkSendsItsMessagesInPostingOrder) {
   // Shared: the root's three at 3n/R; 4's to 6 and 5 shared, 2n/R; 6's to 7, n/R.
   EXPECT_NEAR(replay(*fair, eight, a, coll::Algorithm::kBinomialTree, network_only(0)).time_s,
               6 * n / R, 1e-9);
+  a.count = 1 << 18;
+  EXPECT_NEAR(replay(*fair, eight, a, coll::Algorithm::kBinomialTree, network_only(0)).time_s,
+              3 * n / 2 / R, 1e-9);
   // A FIFO link's order is every rank's: no replay through rank 0.
   EXPECT_EQ(replay(*fifo, eight, allreduce_of(1 << 18), coll::Algorithm::kRing, network_only(0))
                 .method,

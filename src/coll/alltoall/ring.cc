@@ -13,7 +13,7 @@
 // next step waits for it, as if its send completed on arrival. From the threshold a send is a
 // rendezvous, whose data goes only once the receiver is ready, and a token would only add a
 // trip through a busy queue (16 MiB on four 1 Gbit/s hosts, 4 MiB messages: 118 ms without,
-// 128 with). The threshold is TCP's (tcp_fabric.cc); a schedule does not know its provider.
+// 128 with): ScheduleBuilder::acknowledged.
 #include "coll/builders.h"
 #include "coll/phases.h"
 
@@ -27,11 +27,7 @@ Schedule build_alltoallv_ring(const CollArgs& args) {
   const int r = args.rank;
   b.copy(in_slice(to[static_cast<size_t>(r)]), out_slice(from[static_cast<size_t>(r)]));
   const Slice token{BufferId::kOutput, 0, 0};
-  constexpr size_t kRendezvousBytes = size_t{2} << 20;
-  auto acknowledged = [&](const Range& block) {
-    const size_t bytes = block.count * dtype_size(args.dtype);
-    return bytes >= ScheduleBuilder::kHandshakeBytes && bytes < kRendezvousBytes;
-  };
+  auto acknowledged = [&](const Range& block) { return b.acknowledged(block.count); };
   std::vector<StepId> previous;
   std::vector<std::pair<Slice, Slice>> moves;
   for (int i = 1; i < n; ++i) {
