@@ -44,7 +44,11 @@ TreeLinks inorder_btree(int n, int pos) {
 TreeLinks binomial_links(const Group& g) {
   const TreeNode node = binomial_node(g.n(), g.pos);
   TreeLinks t;
-  if (node.parent >= 0) t.parent = g.rank(node.parent);
+  t.in_turn = true;
+  if (node.parent >= 0) {
+    t.parent = g.rank(node.parent);
+    t.before_sibling = binomial_node(g.n(), node.parent).children.front() != g.pos;
+  }
   for (auto it = node.children.rbegin(); it != node.children.rend(); ++it)
     t.children.push_back(g.rank(*it));
   t.depth = std::popcount(static_cast<unsigned>(g.pos));  // a parent clears the lowest bit
@@ -87,10 +91,29 @@ void tree_reduce_bcast(ScheduleBuilder& b, const TreeLinks& node, Slice own, Sli
   }
   // Down: the receive of chunk i waits for chunk i's send up (it overwrites the partial
   // sum), so the two directions overlap chunk by chunk. A leaf sends straight from `own`.
-  if (node.parent >= 0)
+  // A vector sent down in one piece goes to the children one after another, each but the
+  // last acknowledging it, as in binomial_bcast (binomial allreduce of 1 MiB on eight
+  // 200 Mbit/s hosts: the root's three messages shared its link, 351 ms against 253).
+  const bool in_turn =
+      node.in_turn && (chunk == 0 || acc.count <= chunk) && b.acknowledged(acc.count);
+  const Slice token{BufferId::kOutput, 0, 0};
+  if (node.parent >= 0) {
     b.send_up_recv_down_chunks(node.parent, holds ? acc : own, acc, chunk,
                                2 * static_cast<size_t>(node.depth) + 1);
-  for (int child : node.children) b.send_chunks(child, acc, chunk);
+    const StepId down = b.last_step();  // one piece: its receive
+    if (in_turn && node.before_sibling)
+      b.send(node.parent, token, std::span<const StepId>(&down, 1));
+  }
+  std::optional<StepId> taken;
+  for (size_t i = 0; i < node.children.size(); ++i) {
+    const int child = node.children[i];
+    if (!in_turn) {
+      b.send_chunks(child, acc, chunk);
+      continue;
+    }
+    b.send(child, acc, taken ? std::span<const StepId>(&*taken, 1) : std::span<const StepId>());
+    if (i + 1 < node.children.size()) taken = b.recv(child, token);
+  }
 }
 
 }  // namespace plait::coll

@@ -22,6 +22,11 @@ struct TreeLinks {
   int parent = -1;            // -1 at the root
   std::vector<int> children;  // broadcast order: the largest subtree first
   int depth = 0;              // hops to the root
+  // The whole tree's nodes send a vector of one piece down to their children one after
+  // another (tree_reduce_bcast), every child but the last acknowledging it; before_sibling:
+  // this node is not its parent's last.
+  bool in_turn = false;
+  bool before_sibling = false;
 };
 
 // In-order binary tree over positions [0, n): position p with lowest set bit b sits at

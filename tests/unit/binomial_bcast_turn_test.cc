@@ -3,7 +3,8 @@
 // waits for it, for messages of kHandshakeBytes up to TCP's eager threshold sent in one piece
 // (posted together, the root's three messages on eight 200 Mbit/s namespace hosts shared its
 // link and all arrived late: binomial allgather of 1 MiB, 251 ms where 159 was possible).
-// Checked on the schedules and through the checker.
+// The binomial allreduce's way down does the same (tree_reduce_bcast with binomial links);
+// the double binary tree's does not. Checked on the schedules and through the checker.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -122,6 +123,71 @@ TEST(BinomialBcastInTurn, BroadcastAndAllgatherGiveTheReferenceResult) {
               << n << " ranks, op " << static_cast<int>(op) << ": rank " << r << " element " << i;
         }
       }
+    }
+  }
+}
+
+CollArgs allreduce(int size, int rank, size_t count, bool in_place = false) {
+  CollArgs a = broadcast(size, rank, count);
+  a.op = CollOp::kAllreduce;
+  a.in_place = in_place;
+  return a;
+}
+
+TEST(BinomialBcastInTurn, TheAllreducesWayDownToo) {
+  const std::vector<std::vector<int>> children = {{4, 2, 1}, {}, {3}, {}, {6, 5}, {}, {7}, {}};
+  const std::vector<int> parent = {-1, 0, 0, 2, 0, 4, 4, 6};
+  const std::set<int> last_children = {1, 3, 5, 7};
+  for (int rank = 0; rank < 8; ++rank) {
+    const Schedule s = build(allreduce(8, rank, kBig));
+    const std::vector<int>& kids = children[static_cast<size_t>(rank)];
+    std::vector<StepId> down, acks, tokens_out;
+    for (StepId i = 0; i < s.steps.size(); ++i) {
+      const Step& st = s.steps[i];
+      if (st.kind == StepKind::kSend && is_token(st)) tokens_out.push_back(i);
+      if (st.kind == StepKind::kSend && !is_token(st) && st.peer != parent[rank])
+        down.push_back(i);
+      if (st.kind == StepKind::kRecv && is_token(st)) acks.push_back(i);
+    }
+    ASSERT_EQ(down.size(), kids.size()) << "rank " << rank;
+    ASSERT_EQ(acks.size(), kids.empty() ? 0 : kids.size() - 1) << "rank " << rank;
+    for (size_t i = 1; i < kids.size(); ++i) {
+      EXPECT_EQ(s.steps[acks[i - 1]].peer, kids[i - 1]) << "rank " << rank;
+      EXPECT_TRUE(ancestors(s, down[i]).count(acks[i - 1])) << "rank " << rank << " child " << i;
+    }
+    const bool acknowledges = rank != 0 && !last_children.count(rank);
+    ASSERT_EQ(tokens_out.size(), acknowledges ? 1u : 0u) << "rank " << rank;
+    if (acknowledges) EXPECT_EQ(s.steps[tokens_out[0]].peer, parent[rank]);
+    // The double binary tree's way down is as before: no tokens.
+    const Schedule dbt = find_algorithm(CollOp::kAllreduce, Algorithm::kDoubleBinaryTree)
+                             ->build(allreduce(8, rank, 2 * kBig));
+    for (const Step& st : dbt.steps) EXPECT_FALSE(is_token(st)) << "rank " << rank;
+  }
+}
+
+TEST(BinomialBcastInTurn, TheAllreduceGivesTheReferenceResult) {
+  for (const int n : {2, 5, 8}) {
+    for (const bool in_place : {false, true}) {
+      std::vector<CollArgs> args;
+      std::vector<Schedule> scheds;
+      std::vector<std::vector<float>> in(n), out(n);
+      std::vector<RankBuffers> bufs;
+      for (int r = 0; r < n; ++r) {
+        args.push_back(allreduce(n, r, kBig, in_place));
+        scheds.push_back(build(args.back()));
+        in[r].assign(kBig, 0.0f);
+        out[r].assign(kBig, -1.0f);
+        for (size_t i = 0; i < kBig; ++i)
+          (in_place ? out[r] : in[r])[i] = static_cast<float>(r + 1 + i % 7);
+        bufs.push_back({std::as_writable_bytes(std::span(out[r])),
+                        std::as_writable_bytes(std::span(in[r]))});
+      }
+      const CheckResult res = check_schedules(args, scheds, bufs);
+      ASSERT_TRUE(res) << n << " ranks, in place " << in_place << ": " << res.error;
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < kBig; i += 997)
+          ASSERT_EQ(out[r][i], static_cast<float>(n * (n + 1) / 2 + n * (i % 7)))
+              << n << " ranks, in place " << in_place << ": rank " << r << " element " << i;
     }
   }
 }
