@@ -91,29 +91,16 @@ void tree_reduce_bcast(ScheduleBuilder& b, const TreeLinks& node, Slice own, Sli
   }
   // Down: the receive of chunk i waits for chunk i's send up (it overwrites the partial
   // sum), so the two directions overlap chunk by chunk. A leaf sends straight from `own`.
-  // A vector sent down in one piece goes to the children one after another, each but the
-  // last acknowledging it, as in binomial_bcast (binomial allreduce of 1 MiB on eight
-  // 200 Mbit/s hosts: the root's three messages shared its link, 351 ms against 253).
-  const bool in_turn =
-      node.in_turn && (chunk == 0 || acc.count <= chunk) && b.acknowledged(acc.count);
-  const Slice token{BufferId::kOutput, 0, 0};
+  // In turn as binomial_bcast (binomial allreduce of 1 MiB on eight 200 Mbit/s hosts: the
+  // root's three messages down shared its link, 351 ms against 253).
+  const bool in_turn = node.in_turn && in_turn_down(b, acc);
   if (node.parent >= 0) {
     b.send_up_recv_down_chunks(node.parent, holds ? acc : own, acc, chunk,
                                2 * static_cast<size_t>(node.depth) + 1);
-    const StepId down = b.last_step();  // one piece: its receive
-    if (in_turn && node.before_sibling)
-      b.send(node.parent, token, std::span<const StepId>(&down, 1));
+    const StepId down = b.last_step();  // in one piece: its receive
+    if (in_turn && node.before_sibling) acknowledge(b, node.parent, std::span(&down, 1));
   }
-  std::optional<StepId> taken;
-  for (size_t i = 0; i < node.children.size(); ++i) {
-    const int child = node.children[i];
-    if (!in_turn) {
-      b.send_chunks(child, acc, chunk);
-      continue;
-    }
-    b.send(child, acc, taken ? std::span<const StepId>(&*taken, 1) : std::span<const StepId>());
-    if (i + 1 < node.children.size()) taken = b.recv(child, token);
-  }
+  send_down(b, node.children, acc, in_turn);
 }
 
 }  // namespace plait::coll

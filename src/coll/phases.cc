@@ -114,34 +114,44 @@ void binomial_reduce(ScheduleBuilder& b, const Group& g, Slice own, Slice acc) {
 
 void binomial_bcast(ScheduleBuilder& b, const Group& g, Slice src, Slice dst) {
   const TreeNode t = binomial_node(g.n(), g.pos);
-  const size_t chunk = b.chunk();
-  // One message per child, sent one after another: every child but the last (the smallest
-  // subtree, children.front()) acknowledges its message and the next send waits for that.
-  // Posted together, a node's messages shared its link and reached all its children late
-  // (binomial allgather of 1 MiB on eight 200 Mbit/s hosts: the root's three children had
-  // the data at 106, 128 and 129 ms, where one after another gives 44, 88 and 132).
-  const bool in_turn = (chunk == 0 || dst.count <= chunk) && b.acknowledged(dst.count);
-  const Slice token{BufferId::kOutput, 0, 0};
+  const bool in_turn = in_turn_down(b, dst);
   Slice from = dst;
   if (t.parent >= 0) {
-    const std::vector<StepId> in = b.recv_chunks(g.rank(t.parent), dst, chunk);
+    const std::vector<StepId> in = b.recv_chunks(g.rank(t.parent), dst, b.chunk());
+    // The parent's last child is its smallest subtree, children.front().
     if (in_turn && binomial_node(g.n(), t.parent).children.front() != g.pos)
-      b.send(g.rank(t.parent), token, in);
+      acknowledge(b, g.rank(t.parent), in);
   } else {
     from = src;
   }
   // Largest subtree first: it has the longest way to go.
+  std::vector<int> children;
+  for (auto it = t.children.rbegin(); it != t.children.rend(); ++it)
+    children.push_back(g.rank(*it));
+  send_down(b, children, from, in_turn);
+  if (t.parent < 0) b.copy(src, dst);
+}
+
+bool in_turn_down(const ScheduleBuilder& b, Slice vector) {
+  return (b.chunk() == 0 || vector.count <= b.chunk()) && b.acknowledged(vector.count);
+}
+
+void send_down(ScheduleBuilder& b, std::span<const int> children, Slice src, bool in_turn) {
+  const Slice token{BufferId::kOutput, 0, 0};
   std::optional<StepId> taken;
-  for (auto it = t.children.rbegin(); it != t.children.rend(); ++it) {
+  for (size_t i = 0; i < children.size(); ++i) {
     if (!in_turn) {
-      b.send_chunks(g.rank(*it), from, chunk);
+      b.send_chunks(children[i], src, b.chunk());
       continue;
     }
-    b.send(g.rank(*it), from, taken ? std::span<const StepId>(&*taken, 1)
-                                    : std::span<const StepId>());
-    if (*it != t.children.front()) taken = b.recv(g.rank(*it), token);
+    b.send(children[i], src, taken ? std::span<const StepId>(&*taken, 1)
+                                   : std::span<const StepId>());
+    if (i + 1 < children.size()) taken = b.recv(children[i], token);
   }
-  if (t.parent < 0) b.copy(src, dst);
+}
+
+void acknowledge(ScheduleBuilder& b, int parent, std::span<const StepId> arrived) {
+  b.send(parent, Slice{BufferId::kOutput, 0, 0}, arrived);
 }
 
 namespace {
