@@ -30,11 +30,6 @@ Schedule build(const CollArgs& a) {
   return find_algorithm(CollOp::kAlltoall, Algorithm::kRing)->build(a);
 }
 
-bool is_token(const Step& s) {
-  return (s.kind == StepKind::kSend && s.src.count == 0) ||
-         (s.kind == StepKind::kRecv && s.dst.count == 0);
-}
-
 constexpr size_t kBigBlock = ScheduleBuilder::kHandshakeBytes / 4;  // floats: 256 KiB
 
 TEST(AlltoallRingAck, EachDataSendWaitsForTheLastOnesAcknowledgement) {

@@ -36,11 +36,6 @@ Schedule build(const CollArgs& a) {
   return find_algorithm(a.op, Algorithm::kBinomialTree)->build(a);
 }
 
-bool is_token(const Step& s) {
-  return (s.kind == StepKind::kSend && s.src.count == 0) ||
-         (s.kind == StepKind::kRecv && s.dst.count == 0);
-}
-
 std::vector<StepId> steps_of(const Schedule& s, StepKind kind, bool token) {
   std::vector<StepId> ids;
   for (StepId i = 0; i < s.steps.size(); ++i)

@@ -29,11 +29,6 @@ coll::CollArgs rd_allreduce(int rank, size_t count, size_t chunk) {
   return a;
 }
 
-bool is_token(const Step& s) {
-  return (s.kind == StepKind::kSend && s.src.count == 0) ||
-         (s.kind == StepKind::kRecv && s.dst.count == 0);
-}
-
 TEST(RoundHandshake, RoundsAfterTheFirstWaitForThePartnersToken) {
   for (int rank = 0; rank < 8; ++rank) {
     const Schedule s = find_algorithm(CollOp::kAllreduce, Algorithm::kRecursiveDoubling)

@@ -1,5 +1,5 @@
 // What tests of a schedule's orderings ask: the steps one step waits for, directly or
-// through others.
+// through others, and which steps are zero-byte tokens (handshakes, acknowledgements).
 #pragma once
 
 #include <set>
@@ -18,6 +18,11 @@ inline std::set<StepId> ancestors(const Schedule& s, StepId step) {
       if (seen.insert(d).second) todo.push_back(d);
   }
   return seen;
+}
+
+inline bool is_token(const Step& s) {
+  return (s.kind == StepKind::kSend && s.src.count == 0) ||
+         (s.kind == StepKind::kRecv && s.dst.count == 0);
 }
 
 }  // namespace plait::coll
