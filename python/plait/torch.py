@@ -28,7 +28,7 @@ import torch.distributed as _dist
 
 from . import torch_checkpoint as checkpoint  # noqa: F401  (plait.torch.checkpoint.Checkpointer)
 from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
-from ._plait_torch import ProcessGroupPlait, _wait_for_orphaned_completion_threads
+from ._plait_torch import ProcessGroupPlait, _finish_completion_jobs_at_exit
 
 __all__ = ["ProcessGroupPlait", "checkpoint", "create_process_group", "hooks", "init_process_group"]
 
@@ -85,9 +85,10 @@ def _create(options, pg_options=None):
 if "PLAIT" not in _dist.Backend._plugins:
     _dist.Backend.register_backend("plait", _create, extended_api=True)
 
-# A group destroyed in its own completion thread (a future callback held the last reference)
-# leaves that thread to finish the calls queued behind it on its own, and it still takes the
-# GIL to do so: the interpreter must not finalize before it is done (a thread that takes the
-# GIL then is killed, and the process aborts). Hooks run last registered first, so those of
-# the program, registered after this import, still run before this one.
-_atexit.register(_wait_for_orphaned_completion_threads)
+# The groups' completion threads finish calls and run future callbacks, which take the GIL
+# (a group destroyed in its own completion thread even leaves the thread to finish its queue
+# on its own): the interpreter must not finalize while one runs (a thread that takes the GIL
+# then is killed, and the process aborts), and none may start after. Hooks run last
+# registered first, so those of the program, registered after this import, still run before
+# this one.
+_atexit.register(_finish_completion_jobs_at_exit)

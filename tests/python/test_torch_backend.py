@@ -195,6 +195,13 @@ def test_orphaned_completion_thread_finishes_before_python_exits():
     assert "the orphan finished its call after exit began" in out, out
 
 
+def test_callback_running_at_exit_finishes_before_python_finalizes():
+    code, out = run_ranks(2, "callback_outlives_main", script="torch_work_ranks.py")
+    assert code == 0, out
+    assert out.count("callback_outlives_main ok") == 2, out
+    assert "the callback finished after exit began" in out, out
+
+
 def test_wait_with_timeout_gives_up_while_another_thread_finishes():
     code, out = run_ranks(2, "wait_bounded", script="torch_work_ranks.py")
     assert code == 0, out

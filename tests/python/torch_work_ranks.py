@@ -187,6 +187,42 @@ def orphan_outlives_main():
     print(f"rank {me}: orphan_outlives_main ok", flush=True)
 
 
+_KEEP_TILL_FINALIZE = []
+
+
+def callback_outlives_main():
+    """A future callback still running in a live group's completion thread when the main
+    thread exits takes the GIL again after exit began: the process must not finalize before
+    it is done. Before the fix only orphans (threads of destroyed groups) were waited for, and
+    such a callback aborted the process ("terminate called without an active exception"; CI,
+    2026-11-28, after `futures` had printed its "ok").
+    """
+    me = dist.get_rank()
+    default = dist.distributed_c10d._get_default_group()
+    pg = default.subgroup([0, 1], datetime.timedelta(seconds=60))
+    # Kept until the interpreter finalizes: destroyed before, it would wait for the callback.
+    _KEEP_TILL_FINALIZE.append(pg)
+    exiting = threading.Event()
+    atexit.register(exiting.set)  # runs before plait.torch's hook: hooks run last in, first out
+    if me == 0:
+        started = threading.Event()
+
+        def after_exit_began(f):
+            started.set()
+            exiting.wait()
+            time.sleep(0.3)  # lets the GIL go and takes it back, well after exit began
+            print(f"rank {me}: the callback finished after exit began", flush=True)
+
+        future = pg.recv([torch.zeros(4)], 1, 0).get_future()
+        future.then(after_exit_began)
+        dist.barrier()
+        assert started.wait(timeout=60), "the callback never ran"
+    else:
+        dist.barrier()
+        pg.send([torch.ones(4)], 0, 0).wait()
+    print(f"rank {me}: callback_outlives_main ok", flush=True)
+
+
 def wait_bounded():
     """Work.wait(timeout) gives up on time, with an error naming the rank and the call, even
     while another thread is finishing the call (here the completion thread copies a large

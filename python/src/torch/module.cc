@@ -45,8 +45,8 @@ PYBIND11_MODULE(_plait_torch, m) {
         return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
       },
       py::arg("store"), py::arg("key"), py::arg("timeout"));
-  m.def("_wait_for_orphaned_completion_threads",
-        &plait::torch_backend::CompletionThread::wait_for_orphans,
-        "Waits for the completion threads of groups destroyed in them (see plait.torch).",
+  m.def("_finish_completion_jobs_at_exit",
+        &plait::torch_backend::CompletionThread::finish_jobs_at_exit,
+        "Waits for the completion threads' jobs, and runs no more (see plait.torch).",
         py::call_guard<py::gil_scoped_release>());
 }

@@ -12,18 +12,25 @@ namespace plait::torch_backend {
 
 namespace {
 
-// The orphaned completion threads still running, process-wide because the interpreter they
-// must not outlive is. Never destroyed: an orphan may still be running when static objects
-// are destroyed at exit (a program that exits without finalizing Python).
-struct Orphans {
+// Every job of every pool, counted from post() until it has run and been dropped:
+// process-wide because the interpreter they must not outlive is. Never destroyed: a pool
+// thread may still end when static objects are destroyed at exit (a program that exits
+// without finalizing Python).
+struct Jobs {
   std::mutex mu;
   std::condition_variable cv;
-  int running = 0;
+  int pending = 0;
+  bool exiting = false;  // finish_jobs_at_exit() has returned
 };
 
-Orphans& orphans() {
-  static auto* const orphans = new Orphans;
-  return *orphans;
+Jobs& jobs() {
+  static auto* const jobs = new Jobs;
+  return *jobs;
+}
+
+// What a job holds may be tensors, and freeing them may take the GIL: at exit it is kept.
+void abandon(std::function<void()> job) {
+  static_cast<void>(new std::function<void()>(std::move(job)));
 }
 
 }  // namespace
@@ -48,6 +55,11 @@ void CompletionThread::post(std::function<void()> job) {
   {
     std::lock_guard lock(state_->mu);
     if (!state_->stopping) {
+      {
+        std::lock_guard count(jobs().mu);
+        if (jobs().exiting) return abandon(std::move(job));
+        ++jobs().pending;
+      }
       state_->queue.push_back(std::move(job));
       // Every thread busy (perhaps blocked in a callback on a call this job finishes): one more.
       if (state_->busy + static_cast<int>(state_->queue.size()) > state_->threads &&
@@ -57,12 +69,17 @@ void CompletionThread::post(std::function<void()> job) {
       return;
     }
   }
+  {
+    std::lock_guard count(jobs().mu);
+    if (jobs().exiting) return abandon(std::move(job));
+  }
   job();
 }
 
 void CompletionThread::stop() {
   // The last reference may go in a thread of the pool (a finished work's callback); that
-  // thread keeps its State, finishes its job and ends on its own.
+  // thread keeps its State, finishes its queue and ends on its own (finish_jobs_at_exit
+  // counts its jobs).
   const auto me = std::this_thread::get_id();
   std::vector<std::thread> threads;
   {
@@ -70,12 +87,6 @@ void CompletionThread::stop() {
     if (state_->stopping) return;
     state_->stopping = true;
     threads.swap(threads_);
-    for (auto& t : threads) {
-      if (t.get_id() != me) continue;
-      state_->orphan = me;
-      std::lock_guard count(orphans().mu);
-      ++orphans().running;
-    }
   }
   state_->cv.notify_all();
   for (auto& t : threads) {
@@ -86,18 +97,18 @@ void CompletionThread::stop() {
   }
 }
 
-void CompletionThread::wait_for_orphans() {
-  // An orphan only finishes calls that are already over (their copy-backs and future
-  // callbacks), so this is short; giving up brings back the abort it prevents. A user
-  // callback that never returns would hold the exit forever: after a minute we say so, and
-  // exit anyway.
-  Orphans& o = orphans();
-  std::unique_lock lock(o.mu);
-  if (o.cv.wait_for(lock, std::chrono::seconds(60), [&] { return o.running == 0; })) return;
-  std::fprintf(stderr,
-               "plait: %d torch completion thread(s) still running a callback 60 s into "
-               "Python's exit; exiting without them\n",
-               o.running);
+void CompletionThread::finish_jobs_at_exit() {
+  // A job finishes a call that is already over (its copy-backs and future callbacks), so
+  // this is short; giving up brings back the abort it prevents. A user callback that never
+  // returns would hold the exit forever: after a minute we say so, and exit anyway.
+  Jobs& j = jobs();
+  std::unique_lock lock(j.mu);
+  if (!j.cv.wait_for(lock, std::chrono::seconds(60), [&] { return j.pending == 0; }))
+    std::fprintf(stderr,
+                 "plait: %d torch completion job(s) still running or queued 60 s into "
+                 "Python's exit; exiting without them\n",
+                 j.pending);
+  j.exiting = true;
 }
 
 void CompletionThread::run(const std::shared_ptr<State>& state) {
@@ -111,18 +122,24 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
     state->queue.pop_front();
     ++state->busy;
     lock.unlock();
-    job();
+    bool exiting;
+    {
+      std::lock_guard count(jobs().mu);
+      exiting = jobs().exiting;
+    }
+    if (exiting)
+      abandon(std::move(job));
+    else
+      job();
     job = nullptr;  // may destroy the CompletionThread object, never `state`
+    {
+      std::lock_guard count(jobs().mu);
+      if (--jobs().pending == 0) jobs().cv.notify_all();
+    }
     lock.lock();
     --state->busy;
   }
   --state->threads;
-  if (state->orphan != std::this_thread::get_id()) return;
-  lock.unlock();
-  // Its last job is over: nothing left in this thread takes the GIL.
-  Orphans& o = orphans();
-  std::lock_guard count(o.mu);
-  if (--o.running == 0) o.cv.notify_all();
 }
 
 namespace {

@@ -60,13 +60,14 @@ class CompletionThread {
   // thread of the pool (a future callback released the group), it cannot join that one: it
   // is left an orphan that ends on its own.
   void stop();
-  // Blocks until every orphaned thread has finished its queue (at most a minute, then says so
-  // on stderr). Python's exit calls it, without the GIL, before the interpreter finalizes
-  // (plait.torch registers it with atexit): an orphan still runs torch code that takes the
-  // GIL (the destructor of a future callback), and a thread that takes the GIL once the
-  // interpreter finalizes is ended by pthread_exit, whose unwinding through a noexcept
-  // destructor aborts the process.
-  static void wait_for_orphans();
+  // Blocks until every job posted to any pool of the process has run (at most a minute, then
+  // says so on stderr); a job posted or not yet started after that is never run, and what it
+  // holds is never freed. Python's exit calls it, without the GIL, before the interpreter
+  // finalizes (plait.torch registers it with atexit): a job runs torch code that takes the
+  // GIL (a future callback; dropping a tensor whose Python object Python has let go of), and
+  // a thread that takes the GIL once the interpreter finalizes is ended by pthread_exit,
+  // whose unwinding through a noexcept destructor aborts the process.
+  static void finish_jobs_at_exit();
 
  private:
   // More threads than this are never started: callbacks that block this deep are a bug of
@@ -83,7 +84,6 @@ class CompletionThread {
     int threads = 0;  // started, not ended
     int busy = 0;     // running a job
     bool stopping = false;
-    std::thread::id orphan;  // detached by stop(): counted until it ends
   };
   static void run(const std::shared_ptr<State>& state);
   void start_thread_locked();
