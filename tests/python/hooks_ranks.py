@@ -45,6 +45,13 @@ def main():
         state, hook = None, default_hooks.fp16_compress_hook
     else:
         state, hook = plait.torch.hooks.make(method, **params)
+    out_dir = os.environ["OUT_DIR"]
+    plait_choice = os.path.join(out_dir, "plait-auto-choice.pt")
+    if method == "auto" and backend == "gloo" and os.path.exists(plait_choice):
+        # auto chooses by timings, which differ from run to run (none on one, fp16 on the
+        # next): the reference takes the plait run's choices, as a resumed run would.
+        state.load_state_dict({"method": "auto", "iteration": 0, "pieces": {}, "calls": {},
+                               "choice": torch.load(plait_choice)})
     ddp.register_comm_hook(state, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(100 + rank)
@@ -62,7 +69,9 @@ def main():
     others = [torch.empty_like(flat) for _ in range(world)]
     dist.all_gather(others, flat)
     assert all(torch.equal(o, flat) for o in others), "ranks differ"
-    torch.save(flat, os.path.join(os.environ["OUT_DIR"], f"{backend}-{method}-rank{rank}.pt"))
+    torch.save(flat, os.path.join(out_dir, f"{backend}-{method}-rank{rank}.pt"))
+    if method == "auto" and rank == 0:
+        torch.save(state.state_dict()["choice"], os.path.join(out_dir, f"{backend}-auto-choice.pt"))
     print(f"rank {rank}: hooks {backend} {method} ok", flush=True)
     # Every rank done before any tears its pairs down: a destroy racing a peer's last
     # collective can hang at exit on gloo (pytorch/pytorch#75097). The barrier was not enough:

@@ -31,6 +31,9 @@ def run(backend, method, out_dir):
 def test_hook_gives_the_same_parameters_on_plait_and_gloo(method, tmp_path):
     on_plait = run("plait", method, tmp_path)
     on_gloo = run("gloo", method, tmp_path)
+    if method == "auto":  # the same choices on both (the gloo run takes plait's)
+        chosen = {b: torch.load(tmp_path / f"{b}-auto-choice.pt") for b in ("plait", "gloo")}
+        assert chosen["plait"] and chosen["plait"] == chosen["gloo"], chosen
     if method in EXACT:
         assert torch.equal(on_plait, on_gloo), (on_plait - on_gloo).abs().max()
     else:
