@@ -77,6 +77,15 @@ void expect_checked_run(const std::vector<std::string>& args, size_t records,
     EXPECT_EQ(json_field(line, "ranks"), "2") << line;
     // CPU accounting is present (its value may be 0 with tick-based kernel accounting).
     EXPECT_NE(json_field(line, "cpu_us_per_op"), "<missing>") << line;
+    // Per call: min <= median <= max; no rank's mean call above the slowest call.
+    const double min = std::stod(json_field(line, "min_us"));
+    const double median = std::stod(json_field(line, "median_us"));
+    const double max = std::stod(json_field(line, "max_us"));
+    const double mean = std::stod(json_field(line, "time_us"));
+    EXPECT_GT(min, 0.0) << line;
+    EXPECT_LE(min, median) << line;
+    EXPECT_LE(median, max) << line;
+    EXPECT_LE(mean, max * 1.0001) << line;
   }
 }
 

@@ -310,12 +310,26 @@ TEST(BenchReport, Bandwidth) {
   EXPECT_EQ(r.algbw_gbps, 0.0);
 }
 
+TEST(BenchReport, CallTimesAreTheSlowestCallsMinMedianMax) {
+  BenchRecord r = sample_record();
+  fill_call_times(r, {0.003, 0.001, 0.250});  // one call with a retransmission timeout
+  EXPECT_DOUBLE_EQ(r.min_us, 1000);
+  EXPECT_DOUBLE_EQ(r.median_us, 3000);
+  EXPECT_DOUBLE_EQ(r.max_us, 250000);
+  fill_call_times(r, {0.004, 0.001, 0.002, 0.003});
+  EXPECT_DOUBLE_EQ(r.median_us, 2500);
+  fill_call_times(r, {});
+  EXPECT_EQ(r.median_us, 0.0);
+  EXPECT_EQ(r.max_us, 0.0);
+}
+
 TEST(BenchReport, JsonLine) {
   BenchRecord r = sample_record();
   EXPECT_EQ(format_json_line(r),
             "{\"op\":\"allreduce\",\"algo\":\"ring\",\"dtype\":\"f32\",\"redop\":\"sum\","
             "\"root\":-1,\"bytes\":1000000,\"count\":250000,\"ranks\":4,\"iters\":20,"
-            "\"inplace\":false,\"time_us\":1000,\"algbw_GBps\":1,\"busbw_GBps\":1.5,"
+            "\"inplace\":false,\"time_us\":1000,\"min_us\":0,\"median_us\":0,\"max_us\":0,"
+            "\"algbw_GBps\":1,\"busbw_GBps\":1.5,"
             "\"cpu_us_per_op\":0,\"cpu_s_per_GB\":0,\"wrong\":null}");
   r.wrong = 3;
   r.algo = "a\"b";

@@ -115,9 +115,14 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
   std::string ran;  // the algorithm the communicator picked (sendrecv/barrier: per op)
+  std::vector<double> call_seconds(static_cast<size_t>(iters));
+  Clock::time_point last = start;
   for (int i = 0; i < iters; ++i) {
     Pending pending = spec.issue(comm, shape, buffers.view, call);
     pending.wait();
+    const Clock::time_point now = Clock::now();
+    call_seconds[static_cast<size_t>(i)] = std::chrono::duration<double>(now - last).count();
+    last = now;
     if (i == 0 && pending.first) ran = pending.first->algorithm();
   }
   const double seconds = seconds_since(start) / iters;
@@ -135,6 +140,9 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   record.iters = iters;
   record.in_place = shape.in_place;
   record.time_us = agree_max(comm, seconds) * 1e6;
+  comm.allreduce(call_seconds.data(), call_seconds.data(), call_seconds.size(), DataType::kF64,
+                 ReduceOp::kMax)->wait();
+  fill_call_times(record, std::move(call_seconds));
   record.cpu_us_per_op = sum_over_ranks(comm, cpu_seconds) * 1e6;
   fill_bandwidth(record, spec.busbw_factor(shape.size));
 

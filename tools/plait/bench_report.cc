@@ -1,5 +1,6 @@
 #include "bench_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -45,6 +46,18 @@ std::string json_number(double value) {
 std::optional<double> BenchRecord::cpu_s_per_gb() const {
   if (bytes == 0) return std::nullopt;
   return (cpu_us_per_op * 1e-6) / (static_cast<double>(bytes) * 1e-9);
+}
+
+void fill_call_times(BenchRecord& record, std::vector<double> call_seconds) {
+  if (call_seconds.empty()) {
+    record.min_us = record.median_us = record.max_us = 0;
+    return;
+  }
+  std::sort(call_seconds.begin(), call_seconds.end());
+  const size_t n = call_seconds.size();
+  record.min_us = call_seconds.front() * 1e6;
+  record.max_us = call_seconds.back() * 1e6;
+  record.median_us = (call_seconds[(n - 1) / 2] + call_seconds[n / 2]) / 2 * 1e6;
 }
 
 void fill_bandwidth(BenchRecord& record, double busbw_factor) {
@@ -106,6 +119,9 @@ std::string format_json_line(const BenchRecord& r) {
   out += ",\"iters\":" + std::to_string(r.iters);
   out += ",\"inplace\":" + std::string(r.in_place ? "true" : "false");
   out += ",\"time_us\":" + json_number(r.time_us);
+  out += ",\"min_us\":" + json_number(r.min_us);
+  out += ",\"median_us\":" + json_number(r.median_us);
+  out += ",\"max_us\":" + json_number(r.max_us);
   out += ",\"algbw_GBps\":" + json_number(r.algbw_gbps);
   out += ",\"busbw_GBps\":" + json_number(r.busbw_gbps);
   out += ",\"cpu_us_per_op\":" + json_number(r.cpu_us_per_op);

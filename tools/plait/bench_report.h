@@ -24,7 +24,13 @@ struct BenchRecord {
   int ranks = 1;
   int iters = 0;
   bool in_place = false;
-  double time_us = 0;
+  double time_us = 0;  // per call, the mean over the timed loop
+  // Per call, each call's time being the slowest rank's (from the end of its previous call
+  // to the end of this one): one slow call (a TCP retransmission timeout) shows here and
+  // leaves the median alone.
+  double min_us = 0;
+  double median_us = 0;
+  double max_us = 0;
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   // CPU time (user + sys, every thread of every rank) during the timed loop, so that spin
@@ -35,6 +41,10 @@ struct BenchRecord {
   // CPU-seconds per GB of `bytes` moved; unset for zero-byte ops (barrier).
   std::optional<double> cpu_s_per_gb() const;
 };
+
+// min_us, median_us and max_us from each call's seconds (the median of an even count is the
+// mean of the middle two); all 0 for none.
+void fill_call_times(BenchRecord& record, std::vector<double> call_seconds);
 
 // algbw = bytes / time in GB/s (1e9 bytes/s), busbw = algbw * factor.
 void fill_bandwidth(BenchRecord& record, double busbw_factor);
