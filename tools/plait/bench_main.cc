@@ -115,17 +115,14 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
   std::string ran;  // the algorithm the communicator picked (sendrecv/barrier: per op)
-  std::vector<double> call_seconds(static_cast<size_t>(iters));
-  Clock::time_point last = start;
+  std::vector<double> ends(static_cast<size_t>(iters));  // seconds since start
   for (int i = 0; i < iters; ++i) {
     Pending pending = spec.issue(comm, shape, buffers.view, call);
     pending.wait();
-    const Clock::time_point now = Clock::now();
-    call_seconds[static_cast<size_t>(i)] = std::chrono::duration<double>(now - last).count();
-    last = now;
+    ends[static_cast<size_t>(i)] = seconds_since(start);
     if (i == 0 && pending.first) ran = pending.first->algorithm();
   }
-  const double seconds = seconds_since(start) / iters;
+  const double seconds = ends.back() / iters;
   const double cpu_seconds = (process_cpu_seconds() - cpu_start) / iters;
 
   BenchRecord record;
@@ -140,8 +137,13 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   record.iters = iters;
   record.in_place = shape.in_place;
   record.time_us = agree_max(comm, seconds) * 1e6;
-  comm.allreduce(call_seconds.data(), call_seconds.data(), call_seconds.size(), DataType::kF64,
-                 ReduceOp::kMax)->wait();
+  // A call lasts from the end of the one before on the last rank to finish it to its own end
+  // on the last rank (not the slowest rank's interval per call: ranks that finish in turn
+  // would make every call look as slow as the slowest rank's worst one). The calls then add
+  // up to the slowest rank's loop, and their mean is time_us.
+  comm.allreduce(ends.data(), ends.data(), ends.size(), DataType::kF64, ReduceOp::kMax)->wait();
+  std::vector<double> call_seconds(ends.size());
+  for (size_t i = 0; i < ends.size(); ++i) call_seconds[i] = ends[i] - (i > 0 ? ends[i - 1] : 0);
   fill_call_times(record, std::move(call_seconds));
   record.cpu_us_per_op = sum_over_ranks(comm, cpu_seconds) * 1e6;
   fill_bandwidth(record, spec.busbw_factor(shape.size));

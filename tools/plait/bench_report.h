@@ -25,8 +25,8 @@ struct BenchRecord {
   int iters = 0;
   bool in_place = false;
   double time_us = 0;  // per call, the mean over the timed loop
-  // Per call, each call's time being the slowest rank's (from the end of its previous call
-  // to the end of this one): one slow call (a TCP retransmission timeout) shows here and
+  // Per call, a call lasting from the end of the one before on the last rank to finish it to
+  // its own end on the last rank: one slow call (a TCP retransmission timeout) shows here and
   // leaves the median alone.
   double min_us = 0;
   double median_us = 0;
