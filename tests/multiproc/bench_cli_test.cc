@@ -61,7 +61,7 @@ JobResult bench(const std::vector<std::string>& args) {
 
 // Runs a checked sweep and expects `records` JSON lines, each with no wrong element.
 void expect_checked_run(const std::vector<std::string>& args, size_t records,
-                        const std::string& op) {
+                        const std::string& op, const std::string& ranks = "2") {
   TempFile json;
   std::vector<std::string> full = args;
   full.insert(full.end(), {"--check", "--json", json.path()});
@@ -74,7 +74,7 @@ void expect_checked_run(const std::vector<std::string>& args, size_t records,
   for (const std::string& line : lines) {
     EXPECT_EQ(json_field(line, "wrong"), "0") << line;
     EXPECT_EQ(json_field(line, "op"), "\"" + op + "\"") << line;
-    EXPECT_EQ(json_field(line, "ranks"), "2") << line;
+    EXPECT_EQ(json_field(line, "ranks"), ranks) << line;
     // CPU accounting is present (its value may be 0 with tick-based kernel accounting).
     EXPECT_NE(json_field(line, "cpu_us_per_op"), "<missing>") << line;
     // Per call: min <= median <= max, and the calls' mean (time_us) between min and max.
@@ -103,6 +103,14 @@ TEST(BenchCli, EveryOpChecked) {
     expect_checked_run({"-n", "2", op, "--max", "1K", "--iters", "3", "--warmup", "1"}, 8, op);
   }
   expect_checked_run({"-n", "2", "barrier", "--iters", "3"}, 1, "barrier");
+}
+
+TEST(BenchCli, SyncTimesEachCallAfterABarrier) {
+  expect_checked_run({"-n", "3", "allreduce", "--max", "4K", "--iters", "4", "--sync"}, 10,
+                     "allreduce", "3");
+  JobResult r = bench({"-n", "2", "allgather", "--max", "64", "--iters", "2", "--sync"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("a barrier before each call"), std::string::npos) << r.output;
 }
 
 TEST(BenchCli, RootAndThreeRanks) {

@@ -366,9 +366,13 @@ TEST(BenchReport, Table) {
   EXPECT_EQ(format_average({r, sample_record()}), "# Avg bus bandwidth: 1.500 GB/s\n");
   EXPECT_EQ(format_average({}), "# Avg bus bandwidth: 0.000 GB/s\n");
   const std::string header =
-      format_header("allreduce", 4, "f32", "sum", "auto", "20", 5, true, false);
+      format_header("allreduce", 4, "f32", "sum", "auto", "20", 5, true, false, false);
   EXPECT_NE(header.find("ranks 4"), std::string::npos);
   EXPECT_NE(header.find("iters 20"), std::string::npos);
+  EXPECT_NE(header.find("calls back to back"), std::string::npos);
+  EXPECT_NE(format_header("allreduce", 4, "f32", "sum", "auto", "20", 5, true, false, true)
+                .find("a barrier before each call"),
+            std::string::npos);
   EXPECT_EQ(format_settings(Config{}), "");
   Config c;
   c.tcp_integrity = true;

@@ -115,14 +115,20 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
   std::string ran;  // the algorithm the communicator picked (sendrecv/barrier: per op)
-  std::vector<double> ends(static_cast<size_t>(iters));  // seconds since start
+  // Back to back: when each call ended, in seconds since start. With --sync: how long each
+  // call took from the barrier before it (the barrier's own time is not counted).
+  std::vector<double> times(static_cast<size_t>(iters));
   for (int i = 0; i < iters; ++i) {
+    Clock::time_point call_start = start;
+    if (options.sync) {
+      comm.barrier()->wait();
+      call_start = Clock::now();
+    }
     Pending pending = spec.issue(comm, shape, buffers.view, call);
     pending.wait();
-    ends[static_cast<size_t>(i)] = seconds_since(start);
+    times[static_cast<size_t>(i)] = seconds_since(call_start);
     if (i == 0 && pending.first) ran = pending.first->algorithm();
   }
-  const double seconds = ends.back() / iters;
   const double cpu_seconds = (process_cpu_seconds() - cpu_start) / iters;
 
   BenchRecord record;
@@ -136,14 +142,19 @@ BenchRecord measure(Communicator& comm, const BenchOptions& options, const OpSha
   record.ranks = shape.size;
   record.iters = iters;
   record.in_place = shape.in_place;
-  record.time_us = agree_max(comm, seconds) * 1e6;
-  // A call lasts from the end of the one before on the last rank to finish it to its own end
-  // on the last rank (not the slowest rank's interval per call: ranks that finish in turn
-  // would make every call look as slow as the slowest rank's worst one). The calls then add
-  // up to the slowest rank's loop, and their mean is time_us.
-  comm.allreduce(ends.data(), ends.data(), ends.size(), DataType::kF64, ReduceOp::kMax)->wait();
-  std::vector<double> call_seconds(ends.size());
-  for (size_t i = 0; i < ends.size(); ++i) call_seconds[i] = ends[i] - (i > 0 ? ends[i - 1] : 0);
+  // Back to back, a call lasts from the end of the one before on the last rank to finish it
+  // to its own end on the last rank (not the slowest rank's interval per call: ranks that
+  // finish in turn would make every call look as slow as the slowest rank's worst one), so
+  // the calls add up to the slowest rank's loop. With --sync, a call lasts as long as it did
+  // on its slowest rank. time_us is the calls' mean either way.
+  comm.allreduce(times.data(), times.data(), times.size(), DataType::kF64, ReduceOp::kMax)->wait();
+  std::vector<double> call_seconds(times.size());
+  double total = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    call_seconds[i] = options.sync ? times[i] : times[i] - (i > 0 ? times[i - 1] : 0);
+    total += call_seconds[i];
+  }
+  record.time_us = total / iters * 1e6;
   fill_call_times(record, std::move(call_seconds));
   record.cpu_us_per_op = sum_over_ranks(comm, cpu_seconds) * 1e6;
   fill_bandwidth(record, spec.busbw_factor(shape.size));
@@ -233,7 +244,7 @@ int run_bench(const BenchOptions& options) {
     std::fputs(format_header(std::string(spec.name), size, dtype,
                              spec.reduces ? std::string(to_string(options.redop)) : "none",
                              options.algo, iters_text(options), options.warmup, options.check,
-                             options.in_place)
+                             options.in_place, options.sync)
                    .c_str(),
                stdout);
     std::fputs(format_settings(Config::from_env()).c_str(), stdout);

@@ -118,6 +118,8 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
       o.check = true;
     } else if (name == "--inplace" || name == "--in-place") {
       o.in_place = true;
+    } else if (name == "--sync") {
+      o.sync = true;
     } else if (name == "--json") {
       o.json_path = value();
       if (o.json_path.empty()) throw invalid_usage("--json needs a file name");
@@ -185,6 +187,8 @@ std::string bench_usage() {
          "  --warmup N      untimed calls per size first (default 5)\n"
          "  --check         verify every element once after timing; exit 1 if any is wrong\n"
          "  --inplace       send and receive in one buffer\n"
+         "  --sync          a barrier before each timed call, each timed alone (the slowest\n"
+         "                  rank's); default: calls back to back, as a training loop issues them\n"
          "  --json FILE     also write one JSON object per size to FILE\n"
          "Sizes count nccl-tests' way: the whole buffer for allgather, reduce_scatter,\n"
          "alltoall, gather and scatter; busbw uses nccl-tests' factors.\n";

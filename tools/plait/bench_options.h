@@ -27,6 +27,9 @@ struct BenchOptions {
   int warmup = 5;
   bool check = false;
   bool in_place = false;
+  // --sync: a barrier before each timed call, each call timed on its own (as OSU's
+  // benchmarks do), instead of calls back to back (as nccl-tests).
+  bool sync = false;
   std::string json_path;
   // -n N: launch N local ranks running `bench` with `forwarded_args`. 0: run in this job.
   int nranks = 0;

@@ -67,12 +67,14 @@ void fill_bandwidth(BenchRecord& record, double busbw_factor) {
 
 std::string format_header(const std::string& op, int ranks, const std::string& dtype,
                           const std::string& redop, const std::string& algo,
-                          const std::string& iters, int warmup, bool check, bool in_place) {
+                          const std::string& iters, int warmup, bool check, bool in_place,
+                          bool sync) {
   return printf_string(
       "# plait bench: op %s, ranks %d, dtype %s, redop %s, algo %s, iters %s, warmup %d, "
-      "check %s, %s\n",
+      "check %s, %s, %s\n",
       op.c_str(), ranks, dtype.c_str(), redop.c_str(), algo.c_str(), iters.c_str(), warmup,
-      check ? "on" : "off", in_place ? "in place" : "out of place");
+      check ? "on" : "off", in_place ? "in place" : "out of place",
+      sync ? "a barrier before each call" : "calls back to back");
 }
 
 std::string format_settings(const Config& config) {

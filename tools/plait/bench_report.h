@@ -52,7 +52,8 @@ void fill_bandwidth(BenchRecord& record, double busbw_factor);
 // "# plait bench: allreduce, 2 ranks, f32, sum, algo auto, iters ..." and the column names.
 std::string format_header(const std::string& op, int ranks, const std::string& dtype,
                           const std::string& redop, const std::string& algo,
-                          const std::string& iters, int warmup, bool check, bool in_place);
+                          const std::string& iters, int warmup, bool check, bool in_place,
+                          bool sync);
 // "# settings: PLAIT_TCP_INTEGRITY=1 PLAIT_TRANSPORT=tcp\n": what this run set that is not a
 // default (empty when nothing is), so that a table says what it measured.
 std::string format_settings(const Config& config);
