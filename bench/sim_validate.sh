@@ -23,8 +23,16 @@
 # the tune file's tcp alpha is the testbed's per-message cost (software, two veth hops and
 # the shaper); `plait tune --providers shm` adds this host's intra-host, reduction and copy
 # constants. plait sim reads that file (--tune) on a star whose links have RATE and no
-# latency of their own (the alpha holds it). Each measured point is the slowest rank's mean
-# time per call over ITERS calls (plait bench --check), the same algorithm forced on both.
+# latency of their own (the alpha holds it). Each measured point is the median of ITERS
+# calls (plait bench --check --sync), the same algorithm forced on both. plait sim predicts
+# one call from a common start, and --sync measures that: a barrier before each call, the
+# call's time its slowest rank's. Back to back, the calls of some launches settle into a
+# slower rhythm (naive reduce-scatter of 1 MiB on eight 200 Mbit/s hosts: one launch in four
+# at 70-73 ms a call against 38.5, the first call of the launch always at 36-39; with a
+# barrier before each call, ten launches of ten at 38.4-38.8). A call that meets a TCP
+# retransmission timeout (200 ms and up; the model has no losses) moves the mean of three
+# calls by a third of it, the median not at all; the rows show the fastest and slowest call
+# and the mean beside them.
 # Prints one row per point: measured and predicted time, and the error (predicted -
 # measured) / measured; then how many points are within 15 % and 30 %.
 set -euo pipefail
@@ -80,6 +88,9 @@ job() {
     return 1
   fi
 }
+
+# json_number FILE KEY: a number of plait bench's one-line JSON record.
+json_number() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" "$1"; }
 
 # The TBF burst for RATE (bits per second as tc writes it): kilobytes, a power of two.
 burst_kb() {
@@ -138,16 +149,19 @@ shape_fair() {
   done
 }
 
-echo "| hosts | rate | ranks/host | op | algo | bytes | measured (us) | plait sim (us) | error |"
-echo "|---:|---|---:|---|---|---:|---:|---:|---:|"
+echo "| hosts | rate | ranks/host | op | algo | bytes | measured (us) | plait sim (us) | error |" \
+  "calls min-max (us) | mean (us) |"
+echo "|---:|---|---:|---|---|---:|---:|---:|---:|---|---:|"
 for hosts in $HOSTS_LIST; do
   "$LAB" down >/dev/null 2>&1 || true
   "$LAB" up "$hosts" >/dev/null
-  if [ -n "$TCP_CC" ]; then
-    for ((i = 0; i < hosts; i++)); do
-      ip netns exec "plns$i" sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC"
-    done
-  fi
+  for ((i = 0; i < hosts; i++)); do
+    [ -n "$TCP_CC" ] && ip netns exec "plns$i" sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC"
+    # Every job starts from a fresh TCP state: by default a closed connection leaves its
+    # ssthresh in the host's metrics cache for the next one to the same host, so a point run
+    # after one that filled the queues starts in congestion avoidance.
+    ip netns exec "plns$i" sysctl -qw net.ipv4.tcp_no_metrics_save=1
+  done
   for rate in $RATES; do
     if [ "$SHAPER" = fair ]; then shape_fair "$rate" "$hosts"; else shape "$rate" "$hosts"; fi
     mtu=$(ip -n plns0 -o link show eth0 | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
@@ -167,16 +181,22 @@ for hosts in $HOSTS_LIST; do
           for size in $SIZES; do
             json="$OUT/bench-$hosts-$rate-$rph-$op-$algo-$size.json"
             job "$n" "$rph" "$OUT/log" bench "$op" --algo "$algo" --min "$size" --max "$size" \
-              --iters "$ITERS" --warmup 1 --check --json "$json" >/dev/null || continue
-            measured=$(sed -n 's/.*"time_us":\([0-9.e+-]*\).*/\1/p' "$json")
-            bytes=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$json")
+              --iters "$ITERS" --warmup 1 --check --sync --json "$json" >/dev/null || continue
+            measured=$(json_number "$json" median_us)
+            mean=$(json_number "$json" time_us)
+            fastest=$(json_number "$json" min_us)
+            slowest=$(json_number "$json" max_us)
+            bytes=$(json_number "$json" bytes)
             predicted=$("$PLAIT" sim "$op" --topology "$topology" \
               --ranks "$n" --ranks-per-host "$rph" --bytes "$bytes" --algo "$algo" \
               --tune "$tune" --json /dev/stdout | sed -n 's/.*"time_us": \([0-9.e+-]*\).*/\1/p')
             awk -v h="$hosts" -v r="$rate" -v p="$rph" -v o="$op" -v a="$algo" -v b="$bytes" \
-              -v m="$measured" -v s="$predicted" 'BEGIN {
-                printf "| %d | %s | %d | %s | %s | %d | %.0f | %.0f | %+.1f %% |\n",
-                       h, r, p, o, a, b, m, s, (s - m) / m * 100 }' | tee -a "$OUT/rows"
+              -v m="$measured" -v s="$predicted" -v lo="$fastest" -v hi="$slowest" \
+              -v mean="$mean" 'BEGIN {
+                printf "| %d | %s | %d | %s | %s | %d | %.0f | %.0f | %+.1f %% ", h, r, p, o, a, b,
+                       m, s, (s - m) / m * 100
+                printf "| %.0f-%.0f | %.0f |\n", lo, hi, mean }' |
+              tee -a "$OUT/rows"
           done
         done
       done
