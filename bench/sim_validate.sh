@@ -157,9 +157,9 @@ for hosts in $HOSTS_LIST; do
   "$LAB" up "$hosts" >/dev/null
   for ((i = 0; i < hosts; i++)); do
     [ -n "$TCP_CC" ] && ip netns exec "plns$i" sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC"
-    # Every job starts from a fresh TCP state: by default a closed connection leaves its
-    # ssthresh in the host's metrics cache for the next one to the same host, so a point run
-    # after one that filled the queues starts in congestion avoidance.
+    # Every job starts from a fresh TCP state: by default a closed connection leaves its RTT
+    # in the host's metrics cache (100-170 ms after a job that filled the 4 MB queues) and the
+    # next connection to that host starts from it.
     ip netns exec "plns$i" sysctl -qw net.ipv4.tcp_no_metrics_save=1
   done
   for rate in $RATES; do
