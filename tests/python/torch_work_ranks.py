@@ -144,6 +144,15 @@ def group_dropped_in_its_completion_thread():
     print(f"rank {me}: group_dropped_in_its_completion_thread ok", flush=True)
 
 
+def _pair_group_and_exit_event():
+    """(rank, a group of ranks 0 and 1, an Event set when Python's exit begins)."""
+    default = dist.distributed_c10d._get_default_group()
+    pg = default.subgroup([0, 1], datetime.timedelta(seconds=60))
+    exiting = threading.Event()
+    atexit.register(exiting.set)  # runs before plait.torch's hook: hooks run last in, first out
+    return dist.get_rank(), pg, exiting
+
+
 def orphan_outlives_main():
     """A group dropped in its own completion thread leaves the thread to finish the calls
     queued behind it on its own, and they run Python: the process must not finalize before.
@@ -155,11 +164,7 @@ def orphan_outlives_main():
     interpreter finalized, and Python ended it with pthread_exit, which aborted the process
     ("terminate called without an active exception") or left its last line unprinted.
     """
-    me = dist.get_rank()
-    default = dist.distributed_c10d._get_default_group()
-    pg = default.subgroup([0, 1], datetime.timedelta(seconds=60))
-    exiting = threading.Event()
-    atexit.register(exiting.set)  # runs before plait.torch's hook: hooks run last in, first out
+    me, pg, exiting = _pair_group_and_exit_event()
     if me == 0:
         group_gone = threading.Event()
 
@@ -197,13 +202,9 @@ def callback_outlives_main():
     such a callback aborted the process ("terminate called without an active exception"; CI,
     2026-11-28, after `futures` had printed its "ok").
     """
-    me = dist.get_rank()
-    default = dist.distributed_c10d._get_default_group()
-    pg = default.subgroup([0, 1], datetime.timedelta(seconds=60))
+    me, pg, exiting = _pair_group_and_exit_event()
     # Kept until the interpreter finalizes: destroyed before, it would wait for the callback.
     _KEEP_TILL_FINALIZE.append(pg)
-    exiting = threading.Event()
-    atexit.register(exiting.set)  # runs before plait.torch's hook: hooks run last in, first out
     if me == 0:
         started = threading.Event()
 
