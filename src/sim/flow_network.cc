@@ -1,6 +1,7 @@
 #include "sim/flow_network.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace plait::sim {
 namespace {
@@ -11,11 +12,16 @@ constexpr double kDrained = 1e-6;
 }  // namespace
 
 FlowNetwork::FlowNetwork(std::vector<double> capacity)
-    : capacity_(std::move(capacity)), carried_(capacity_.size(), 0) {}
+    : capacity_(std::move(capacity)), carried_(capacity_.size(), 0),
+      on_link_(capacity_.size()), is_dirty_(capacity_.size(), 0),
+      index_of_(capacity_.size(), -1) {}
 
 int FlowNetwork::add_link(double bytes_per_s) {
   capacity_.push_back(bytes_per_s);
   carried_.push_back(0);
+  on_link_.emplace_back();
+  is_dirty_.push_back(0);
+  index_of_.push_back(-1);
   return static_cast<int>(capacity_.size()) - 1;
 }
 
@@ -24,11 +30,12 @@ void FlowNetwork::set_bucket(int link, double burst_bytes, double peak_bytes_per
   const size_t n = capacity_.size();
   burst_.resize(n, 0), peak_.resize(n, 0), tokens_.resize(n, 0), load_.resize(n, 0),
       last_.resize(n, 0);
+  if (burst_[link] <= 0) buckets_.push_back(link);
   burst_[link] = burst_bytes;
   peak_[link] = std::max(peak_bytes_per_s, capacity_[link]);
   tokens_[link] = std::clamp(tokens, 0.0, burst_bytes);
   last_[link] = now_;
-  dirty_ = true;
+  mark(link);
 }
 
 double FlowNetwork::tokens(int link) {
@@ -51,22 +58,46 @@ double FlowNetwork::capacity_now(int link) const {
   return capacity_[link];
 }
 
+void FlowNetwork::mark(int link) {
+  if (is_dirty_[link]) return;
+  is_dirty_[link] = 1;
+  dirty_links_.push_back(link);
+}
+
+void FlowNetwork::drain(int id) {
+  Flow& f = flows_[id];
+  const double moved = std::min(f.remaining, rate_[id] * (now_ - f.since));
+  if (moved > 0) {
+    f.remaining -= moved;
+    for (int l : f.links) carried_[l] += moved;
+  }
+  f.since = now_;
+}
+
 int FlowNetwork::add(double bytes, std::vector<int> links, int priority) {
   const int id = static_cast<int>(flows_.size());
   Flow f;
   f.remaining = bytes;
+  f.since = now_;
   f.links = std::move(links);
   f.priority = priority;
   prioritized_ = prioritized_ || priority > 0;
   if (f.links.empty() || bytes <= kDrained) {
     f.done = true;
     flows_.push_back(std::move(f));
+    rate_.push_back(0);
     finished_.push_back(id);
     return id;
   }
+  f.slots = slots_.size();
+  for (int l : f.links) {
+    slots_.push_back(static_cast<int>(on_link_[l].size()));
+    on_link_[l].push_back(id);
+    mark(l);
+  }
   flows_.push_back(std::move(f));
-  active_.push_back(id);
-  dirty_ = true;
+  rate_.push_back(0);
+  ++active_;
   return id;
 }
 
@@ -75,56 +106,87 @@ void FlowNetwork::set_priority(int flow, int priority) {
   if (f.priority == priority) return;
   f.priority = priority;
   prioritized_ = prioritized_ || priority > 0;
-  dirty_ = !f.done || dirty_;
+  if (!f.done)
+    for (int l : f.links) mark(l);
+}
+
+// Done: its last bytes counted, and off its links (which its component sees at the next
+// reshare()).
+void FlowNetwork::finish(int id) {
+  Flow& f = flows_[id];
+  for (int l : f.links) carried_[l] += f.remaining;
+  f.remaining = 0;
+  rate_[id] = 0;
+  f.done = true;
+  ++f.version;
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    std::vector<int>& on = on_link_[f.links[i]];
+    const int slot = slots_[f.slots + i];
+    const int moved = on.back();
+    on[slot] = moved;
+    on.pop_back();
+    if (moved != id) {
+      Flow& m = flows_[moved];
+      for (size_t j = 0; j < m.links.size(); ++j)
+        if (m.links[j] == f.links[i] && slots_[m.slots + j] == static_cast<int>(on.size())) {
+          slots_[m.slots + j] = slot;
+          break;
+        }
+    }
+    mark(f.links[i]);
+  }
+  --active_;
 }
 
 void FlowNetwork::advance(double t) {
-  if (dirty_) reshare();
-  const double dt = t - now_;
-  if (dt > 0) {
-    for (int id : active_) {
-      Flow& f = flows_[id];
-      const double moved = std::min(f.remaining, f.rate * dt);
-      f.remaining -= moved;
-      for (int l : f.links) carried_[l] += moved;
-    }
+  if (!dirty_links_.empty()) reshare();
+  if (t > now_) {
     now_ = t;
     // A bucket that ran dry takes its link down to its rate.
-    for (int l : loaded_) {
+    for (int l : buckets_) {
       const bool had = tokens_[l] > kDrained;
       settle(l);
       if (had && tokens_[l] <= kDrained * 1e3) {
         tokens_[l] = 0;
-        dirty_ = true;
+        mark(l);
       }
     }
   }
-  // A flow within rounding of its end at t is done at t.
-  size_t kept = 0;
-  for (int id : active_) {
-    Flow& f = flows_[id];
-    if (f.remaining <= kDrained || (f.rate > 0 && f.remaining / f.rate <= 1e-15)) {
-      for (int l : f.links) carried_[l] += f.remaining;
-      f.remaining = 0;
-      f.rate = 0;
-      f.done = true;
-      finished_.push_back(id);
-      dirty_ = true;
-    } else {
-      active_[kept++] = id;
-    }
+  // A flow whose end has come, or within rounding of it, is done at t (late in a long call t
+  // has too few bits for the last bytes of a fast flow: its end is the time it is due). Due
+  // entries come in order of their ends, so the first one that is not done ends the search.
+  const size_t before = finished_.size();
+  while (const Due* top = next_due()) {
+    const Flow& f = flows_[top->flow];
+    const double rate = rate_[top->flow];
+    const double left = f.remaining - rate * (t - f.since);
+    if (top->time > t && left > kDrained && left / rate > 1e-15) break;
+    const int id = top->flow;
+    std::pop_heap(due_.begin(), due_.end(), std::greater<>{});
+    due_.pop_back();
+    finish(id);
+    finished_.push_back(id);
   }
-  active_.resize(kept);
+  std::sort(finished_.begin() + static_cast<std::ptrdiff_t>(before), finished_.end());
+}
+
+// The first Due entry that is not stale (nullptr: none).
+const FlowNetwork::Due* FlowNetwork::next_due() const {
+  while (!due_.empty()) {
+    const Due& top = due_.front();
+    const Flow& f = flows_[top.flow];
+    if (!f.done && f.version == top.version) return &top;
+    std::pop_heap(due_.begin(), due_.end(), std::greater<>{});
+    due_.pop_back();
+  }
+  return nullptr;
 }
 
 double FlowNetwork::next_finish() const {
-  if (dirty_) const_cast<FlowNetwork*>(this)->reshare();
-  double next = kNever;
-  for (int id : active_) {
-    const Flow& f = flows_[id];
-    if (f.rate > 0) next = std::min(next, now_ + f.remaining / f.rate);
-  }
-  for (int l : loaded_)
+  if (!dirty_links_.empty()) const_cast<FlowNetwork*>(this)->reshare();
+  const Due* top = next_due();
+  double next = top ? top->time : kNever;
+  for (int l : buckets_)
     if (tokens_[l] > kDrained && load_[l] > capacity_[l])
       next = std::min(next, now_ + tokens_[l] / (load_[l] - capacity_[l]));
   return next;
@@ -136,31 +198,55 @@ std::vector<int> FlowNetwork::take_finished() {
   return out;
 }
 
-// Progressive filling: the link whose capacity left, split among the flows on it not yet
-// fixed, is smallest saturates first; its flows get that share; repeat. Every link at that
-// smallest share saturates in the same round: in a collective's symmetric steps that is most
-// of them, so the rounds are few.
+const std::vector<double>& FlowNetwork::link_bytes() {
+  for (size_t id = 0; id < flows_.size(); ++id)
+    if (!flows_[id].done) drain(static_cast<int>(id));
+  return carried_;
+}
+
+// The component of the changed links: every flow on them, every link of those flows, and so
+// on. Its flows are filled again (their rates may all move); the rest keep theirs.
 void FlowNetwork::reshare() {
-  dirty_ = false;
-  if (index_of_.size() < capacity_.size()) index_of_.resize(capacity_.size(), -1);
+  ++pass_;
+  if (seen_.size() < flows_.size()) seen_.resize(flows_.size(), 0);
   touched_.clear();
-  left_.clear();
-  for (int id : active_) {
-    flows_[id].rate = -1;  // unfixed
-    for (int l : flows_[id].links) {
-      if (index_of_[l] >= 0) continue;
-      index_of_[l] = static_cast<int>(touched_.size());
-      touched_.push_back(l);
-      settle(l);
-      left_.push_back(capacity_now(l));
+  component_.clear();
+  for (int l : dirty_links_) {
+    is_dirty_[l] = 0;
+    index_of_[l] = static_cast<int>(touched_.size());
+    touched_.push_back(l);
+  }
+  dirty_links_.clear();
+  for (size_t i = 0; i < touched_.size(); ++i)
+    for (int id : on_link_[touched_[i]]) {
+      if (seen_[id] == pass_) continue;
+      seen_[id] = pass_;
+      component_.push_back(id);
+      for (int l : flows_[id].links) {
+        if (index_of_[l] >= 0) continue;
+        index_of_[l] = static_cast<int>(touched_.size());
+        touched_.push_back(l);
+      }
     }
+  solved_ += static_cast<double>(component_.size());
+  // In order of id, as the flows were added: the sums below come out the same every run.
+  std::sort(component_.begin(), component_.end());
+  left_.clear();
+  for (int l : touched_) {
+    settle(l);  // at the old load
+    left_.push_back(capacity_now(l));
+  }
+  old_rate_.clear();
+  for (int id : component_) {
+    old_rate_.push_back(rate_[id]);
+    rate_[id] = -1;  // unfixed
   }
   if (on_.size() < touched_.size()) on_.resize(touched_.size());
   unfixed_.resize(touched_.size());
   if (!prioritized_) {
-    fill(active_);
+    fill(component_);
   } else {
-    std::vector<int> order = active_;
+    std::vector<int> order = component_;
     std::stable_sort(order.begin(), order.end(),
                      [&](int a, int b) { return flows_[a].priority < flows_[b].priority; });
     for (size_t i = 0; i < order.size();) {
@@ -170,25 +256,35 @@ void FlowNetwork::reshare() {
       fill(level_);
     }
   }
-  // The buckets' loads from now on (settled at the old loads first).
-  if (!burst_.empty()) {
-    for (int l : loaded_) {
-      settle(l);
-      load_[l] = 0;
+  // A flow whose rate moved drains at the old one up to now and gets a new end.
+  for (size_t i = 0; i < component_.size(); ++i) {
+    const int id = component_[i];
+    Flow& f = flows_[id];
+    const double rate = rate_[id];
+    if (rate == old_rate_[i]) continue;
+    rate_[id] = old_rate_[i];
+    drain(id);
+    rate_[id] = rate;
+    ++f.version;
+    if (rate > 0) {
+      due_.push_back({now_ + f.remaining / rate, component_[i], f.version});
+      std::push_heap(due_.begin(), due_.end(), std::greater<>{});
     }
-    loaded_.clear();
-    for (int id : active_)
-      for (int l : flows_[id].links)
-        if (static_cast<size_t>(l) < burst_.size() && burst_[l] > 0) {
-          loaded_.push_back(l);
-          load_[l] += flows_[id].rate;
-        }
-    std::sort(loaded_.begin(), loaded_.end());
-    loaded_.erase(std::unique(loaded_.begin(), loaded_.end()), loaded_.end());
   }
+  // The buckets' loads from now on (settled at the old loads above).
+  if (!buckets_.empty())
+    for (int l : touched_) {
+      if (static_cast<size_t>(l) >= burst_.size() || burst_[l] <= 0) continue;
+      load_[l] = 0;
+      for (int id : on_link_[l]) load_[l] += rate_[id];
+    }
   for (int l : touched_) index_of_[l] = -1;
 }
 
+// Progressive filling: the link whose capacity left, split among the flows on it not yet
+// fixed, is smallest saturates first; its flows get that share; repeat. Every link at that
+// smallest share saturates in the same round: in a collective's symmetric steps that is most
+// of them, so the rounds are few.
 void FlowNetwork::fill(const std::vector<int>& flows) {
   for (size_t i = 0; i < touched_.size(); ++i) {
     on_[i].clear();
@@ -212,10 +308,9 @@ void FlowNetwork::fill(const std::vector<int>& flows) {
     for (int i : live_) {
       if (unfixed_[i] == 0 || std::max(left_[i], 0.0) / unfixed_[i] > limit) continue;
       for (int id : on_[i]) {
-        Flow& f = flows_[id];
-        if (f.rate >= 0) continue;
-        f.rate = share;
-        for (int l : f.links) {
+        if (rate_[id] >= 0) continue;
+        rate_[id] = share;
+        for (int l : flows_[id].links) {
           const int j = index_of_[l];
           left_[j] -= share;
           --unfixed_[j];

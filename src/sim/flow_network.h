@@ -1,8 +1,9 @@
 // Flows sharing links max-min fairly (the flow-level model of network simulators such as
 // SimGrid's): every active flow gets a rate such that no link carries more than its
 // capacity and no flow could go faster without slowing one that is no faster than it.
-// Rates are recomputed whenever the set of flows changes; between changes every flow drains
-// its bytes at its rate.
+// Rates are recomputed whenever the set of flows changes, for the flows that share links with
+// the change (directly or through other flows); between changes every flow drains its bytes at
+// its rate.
 //
 // Flows may carry a priority (0 first): the flows of each priority share what the flows
 // before them left, max-min among themselves. A FIFO queue is this: its head message takes
@@ -45,19 +46,31 @@ class FlowNetwork {
   // Flows that drained (remaining bytes ~0) since the last call.
   std::vector<int> take_finished();
   double now() const { return now_; }
-  size_t active() const { return active_.size(); }
+  size_t active() const { return active_; }
+  // Flows solved so far, summed over every re-solve (the work done: a change re-solves the
+  // flows that share links with it, directly or through others).
+  double solved() const { return solved_; }
   // Bytes each link carried so far.
-  const std::vector<double>& link_bytes() const { return carried_; }
+  const std::vector<double>& link_bytes();
   // Rate of a flow at present (0 once done).
-  double rate(int flow) const { return flows_[flow].rate; }
+  double rate(int flow) const { return rate_[flow]; }
 
  private:
   struct Flow {
-    double remaining = 0;
-    double rate = 0;
+    double remaining = 0;  // as of `since`: a flow drains lazily, when its rate changes
+    double since = 0;
     std::vector<int> links;
+    size_t slots = 0;  // slots_[slots + i]: its place in on_link_[links[i]]
     int priority = 0;
+    uint32_t version = 0;  // bumped when its rate changes: older Due entries are stale
     bool done = false;
+  };
+  // When a flow finishes at the rate it had when the entry was made.
+  struct Due {
+    double time;
+    int flow;
+    uint32_t version;
+    bool operator>(const Due& o) const { return time != o.time ? time > o.time : flow > o.flow; }
   };
   void reshare();
   // Progressive filling of `flows` (one priority) on the capacity left_.
@@ -65,26 +78,44 @@ class FlowNetwork {
   // A bucket's tokens brought up to now_ at the link's present load.
   void settle(int link);
   double capacity_now(int link) const;
+  // The flow's bytes drained up to now_ at its present rate.
+  void drain(int id);
+  void mark(int link);
+  void finish(int id);
+  const Due* next_due() const;
 
   std::vector<double> capacity_;
   std::vector<double> carried_;
   std::vector<Flow> flows_;
-  std::vector<int> active_;
+  std::vector<double> rate_;  // by flow, apart: progressive filling reads it for every flow
+  std::vector<int> slots_;    // every flow's places on its links, one after another
+  std::vector<std::vector<int>> on_link_;  // the active flows on each link
+  size_t active_ = 0;
+  double solved_ = 0;
   std::vector<int> finished_;
+  mutable std::vector<Due> due_;  // a min-heap (std::greater) with stale entries
   double now_ = 0;
-  bool dirty_ = false;
-  // reshare()'s scratch, kept between calls: link -> index among the links in use (-1: not
-  // in use), and per link in use its capacity left, its flows, how many are not fixed yet.
+  // Links whose flows changed since the last reshare(): only the flows connected to them
+  // through shared links (their component) are solved again; max-min fairness splits
+  // exactly along components, so the others keep their rates.
+  std::vector<int> dirty_links_;
+  std::vector<char> is_dirty_;
   // Token buckets, by link (burst 0: none): tokens as of last_, the load since then.
   std::vector<double> burst_, peak_, tokens_, load_, last_;
-  std::vector<int> loaded_;  // links whose load is not 0
+  std::vector<int> buckets_;  // links with a bucket
+  // reshare()'s scratch, kept between calls: link -> index among the component's links (-1:
+  // not in it), and per component link its capacity left, its flows, how many are not fixed.
   std::vector<int> index_of_;
   std::vector<int> touched_;
+  std::vector<int> component_;
+  std::vector<uint32_t> seen_;  // by flow: the reshare() that took it into its component
+  uint32_t pass_ = 0;
+  std::vector<double> old_rate_;
   std::vector<double> left_;
   std::vector<std::vector<int>> on_;
   std::vector<size_t> unfixed_;
   std::vector<int> live_;
-  std::vector<int> level_;  // the active flows of one priority
+  std::vector<int> level_;  // the component's flows of one priority
   bool prioritized_ = false;  // some flow's priority was ever above 0
 };
 

@@ -10,6 +10,7 @@
 #include "plait/error.h"
 #include "sim/flow_network.h"
 #include "sim/pair_fifo.h"
+#include "sim/schedule_size.h"
 #include "sim/symmetric_replay.h"
 
 namespace plait::sim {
@@ -63,6 +64,8 @@ class Replay {
          const coll::AlgorithmInfo& info, const SimParams& params,
          const std::vector<double>& tokens = {})
       : topology_(t), placement_(p), params_(params), elem_(dtype_size(args.dtype)),
+        what_(std::string(coll::to_string(info.algorithm)) + " " +
+              std::string(coll::to_string(info.op))),
         network_(capacities(t)) {
     const int n = p.ranks;
     schedules_.reserve(n);
@@ -124,6 +127,7 @@ class Replay {
       const double t = std::min(t_flow, t_event);
       network_.advance(t);
       for (int f : network_.take_finished()) subflow_done(f, t);
+      if (network_.solved() > params_.max_flows_solved) too_much_work();
     }
     check_all_done();
     return result();
@@ -336,6 +340,23 @@ class Replay {
 
   // Nothing left to happen and a step not done: the replay would report a time that is not
   // the call's. Schedules that pass schedule_check cannot get here; say where it stopped.
+  // Flows that share links all across the network (ranks exchanging with far partners at
+  // once) make every message re-solve ~all of them: stop and say so rather than run for hours.
+  [[noreturn]] void too_much_work() const {
+    size_t done = 0;
+    for (const Message& m : messages_) done += m.arrived >= 0 ? 1 : 0;
+    throw invalid_usage(
+        "sim: " + what_ + " on " + std::to_string(placement_.ranks) +
+        " ranks: the full replay stopped at " + std::to_string(network_.now() * 1e6) +
+        " us of the call, after " + std::to_string(done) + " of " +
+        std::to_string(messages_.size()) + " messages had re-solved the rates of " +
+        std::to_string(static_cast<long long>(network_.solved())) +
+        " flows (the most it takes: " +
+        std::to_string(static_cast<long long>(params_.max_flows_solved)) +
+        "); each message shares links with ~every flow in flight (--replay symmetric, fewer "
+        "ranks, or a larger --chunk)");
+  }
+
   void check_all_done() const {
     for (int r = 0; r < placement_.ranks; ++r) {
       for (StepId i = 0; i < schedules_[r].steps.size(); ++i) {
@@ -385,6 +406,7 @@ class Replay {
   const Placement placement_;
   const SimParams params_;
   const size_t elem_;
+  const std::string what_;  // "ring allreduce"
   FlowNetwork network_;
   std::vector<Schedule> schedules_;
   std::vector<std::vector<StepState>> states_;
@@ -424,37 +446,11 @@ void find_bottleneck(const Topology& topology, ReplayResult* r) {
   for (size_t l = 0; l < r->link_bytes.size(); ++l) {
     if (r->time_s <= 0 || r->link_bytes[l] <= 0) continue;
     const double busy = r->link_bytes[l] / (topology.links()[l].bytes_per_s * r->time_s);
-    if (busy > r->bottleneck_busy) r->bottleneck_busy = busy, r->bottleneck_link = static_cast<int>(l);
+    // Ties (links equally busy but for rounding) go to the first.
+    if (busy > r->bottleneck_busy * (1 + 1e-9))
+      r->bottleneck_busy = busy, r->bottleneck_link = static_cast<int>(l);
   }
 }
-
-namespace {
-
-struct ScheduleSize {
-  double steps = 0;  // over all ranks
-  double sends = 0;
-};
-
-// Steps and sends of all ranks' schedules, from up to 64 ranks spread evenly (exact when
-// every rank is sampled, or when the ranks' schedules are alike).
-ScheduleSize sample_schedule_size(const coll::CollArgs& args, const coll::AlgorithmInfo& info,
-                                  int ranks) {
-  const int samples = std::min(ranks, 64);
-  ScheduleSize size;
-  for (int i = 0; i < samples; ++i) {
-    coll::CollArgs one = args;
-    one.rank = static_cast<int>(static_cast<int64_t>(i) * ranks / samples);
-    const coll::Schedule s = info.build(one);
-    size.steps += static_cast<double>(s.steps.size());
-    for (const coll::Step& step : s.steps)
-      if (step.kind == coll::StepKind::kSend) size.sends += 1;
-  }
-  size.steps *= static_cast<double>(ranks) / samples;
-  size.sends *= static_cast<double>(ranks) / samples;
-  return size;
-}
-
-}  // namespace
 
 ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,
                     coll::Algorithm algorithm, const SimParams& params, ReplayMode mode) {
@@ -504,8 +500,7 @@ ReplayResult replay(const Topology& topology, const Placement& placement, coll::
         " messages; the full replay takes up to " +
         std::to_string(static_cast<long long>(kMaxReplaySteps)) + " steps (above " +
         std::to_string(kMaxFullReplayRanks) + " ranks, " +
-        std::to_string(static_cast<long long>(kMaxMessagesAtScale)) +
-        " messages: each re-solves the rates of ~every rank's flows)" +
+        std::to_string(static_cast<long long>(kMaxMessagesAtScale)) + " messages)" +
         ", and this call is not symmetric enough to replay through one rank (fewer ranks, a "
         "larger --chunk, or fewer bytes)");
   }

@@ -26,6 +26,10 @@ struct SimParams {
   double intra_bytes_per_s = 5e9;   // a host's memory path for messages among its ranks
   double gamma_bytes_per_s = 4e9;   // reduction of incoming data into a buffer
   double copy_bytes_per_s = 5e9;    // a local copy
+  // The full replay stops with an error once its re-solves of max-min rates took this many
+  // flows in all (minutes on this 2-core machine: ~0.7 us a flow where every flow shares links
+  // with every other, as a halving-doubling of 4,096 ranks on a fat tree hashing flows).
+  double max_flows_solved = 4e8;
 };
 
 // Seconds a step takes on its rank's core: a copy at copy_bytes_per_s, a reduction (and the
@@ -72,9 +76,10 @@ inline constexpr double kMaxReplaySteps = 20e6;
 // rates differ (replay()).
 inline constexpr int kMaxFullReplayRanks = 4096;
 // Above kMaxFullReplayRanks, the most messages a full replay takes on: each one re-solves the
-// max-min rates of the flows in flight, ~one per rank (calibrated on this 2-core machine:
-// a double binary tree of 16,384 ranks, ~64,000 messages, 18 s).
-inline constexpr double kMaxMessagesAtScale = 300e3;
+// max-min rates of the flows that share links with it (a tree's: a few; calibrated on this
+// 2-core machine: a double binary tree of 16,384 ranks on a fat tree, 1 GiB in 64 chunks,
+// 2.1 million messages, 35 s); SimParams::max_flows_solved stops one whose flows all do.
+inline constexpr double kMaxMessagesAtScale = 4e6;
 
 enum class ReplayMode : uint8_t {
   kAuto,  // through rank 0 where that is exact (or the only way), else every rank

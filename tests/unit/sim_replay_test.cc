@@ -276,15 +276,14 @@ TEST(Replay, BadInputIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("the full replay takes up to"), std::string::npos)
         << e.what();
   }
-  // Within the steps a full replay holds, but ~every rank's flows re-solved at each of ~500,000
-  // messages (a pipelined double binary tree on 16,384 ranks): refused, saying so, where such
-  // a replay (a pipelined halving-doubling, before it was a relabelling) ran for hours.
-  coll::CollArgs pipelined = allreduce_of(size_t{1} << 22);  // 16 MiB in 1 MiB chunks
-  pipelined.chunk_count = size_t{1} << 18;
+  // Within the steps a full replay holds, but more messages than it takes on at this scale
+  // (a double binary tree on 16,384 ranks, 16 MiB in 64 KiB chunks: ~8 million): refused.
+  coll::CollArgs pipelined = allreduce_of(size_t{1} << 22);
+  pipelined.chunk_count = size_t{1} << 14;
   try {
     replay(*tree, {.ranks = 16384, .ranks_per_host = 1}, pipelined,
            coll::Algorithm::kDoubleBinaryTree, SimParams{});
-    ADD_FAILURE() << "a 16384-rank pipelined double binary tree was replayed in full";
+    ADD_FAILURE() << "a 16384-rank double binary tree in 256 chunks was replayed in full";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("messages"), std::string::npos) << e.what();
   }
