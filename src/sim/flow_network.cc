@@ -271,6 +271,13 @@ void FlowNetwork::reshare() {
       std::push_heap(due_.begin(), due_.end(), std::greater<>{});
     }
   }
+  // Stale entries outnumbering the live ones (rates that moved again and again): dropped.
+  if (due_.size() > 2 * active_ + 64) {
+    std::erase_if(due_, [&](const Due& d) {
+      return flows_[d.flow].done || flows_[d.flow].version != d.version;
+    });
+    std::make_heap(due_.begin(), due_.end(), std::greater<>{});
+  }
   // The buckets' loads from now on (settled at the old loads above).
   if (!buckets_.empty())
     for (int l : touched_) {
