@@ -338,8 +338,6 @@ class Replay {
 
   int host(int rank) const { return placement_.host_of(rank); }
 
-  // Nothing left to happen and a step not done: the replay would report a time that is not
-  // the call's. Schedules that pass schedule_check cannot get here; say where it stopped.
   // Flows that share links all across the network (ranks exchanging with far partners at
   // once) make every message re-solve ~all of them: stop and say so rather than run for hours.
   [[noreturn]] void too_much_work() const {
@@ -357,6 +355,8 @@ class Replay {
         "ranks, or a larger --chunk)");
   }
 
+  // Nothing left to happen and a step not done: the replay would report a time that is not
+  // the call's. Schedules that pass schedule_check cannot get here; say where it stopped.
   void check_all_done() const {
     for (int r = 0; r < placement_.ranks; ++r) {
       for (StepId i = 0; i < schedules_[r].steps.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "sim/replay.h"
 #include "sim/symmetric_replay.h"
 #include "sim/topology_spec.h"
+#include "support/sim_calls.h"
 
 namespace plait::sim {
 namespace {
@@ -91,14 +92,6 @@ TEST(FlowNetwork, ABucketThatStartsFullPassesItsBurstAtOnce) {
   net.take_finished();
   net.advance(4.0);
   EXPECT_NEAR(net.tokens(0), 10, 1e-9);  // idle for 1 s: 10 B back
-}
-
-coll::CollArgs allreduce_of(size_t count) {
-  coll::CollArgs a;
-  a.op = coll::CollOp::kAllreduce;
-  a.dtype = DataType::kF32;
-  a.count = count;
-  return a;
 }
 
 // No reduction or copy cost: only the network's.

@@ -14,17 +14,10 @@
 #include "sim/flow_network.h"
 #include "sim/replay.h"
 #include "sim/topology_spec.h"
+#include "support/sim_calls.h"
 
 namespace plait::sim {
 namespace {
-
-coll::CollArgs allreduce_of(size_t count) {
-  coll::CollArgs a;
-  a.op = coll::CollOp::kAllreduce;
-  a.dtype = DataType::kF32;
-  a.count = count;
-  return a;
-}
 
 TEST(FlowNetwork, AChangeReSolvesTheFlowsLinkedToItAndNoOthers) {
   // Link 0 (4 B/s) carries A and B; link 1 (10 B/s) B and C; link 2 (10 B/s) D alone.
