@@ -249,16 +249,20 @@ class Symmetric {
   }
 
   // Moves to t: active messages drain; those done end their send and arrive at their
-  // receives.
+  // receives. A message is done once its end (computed as run() computes it) has come: late
+  // in a long call t has too few bits for the last bytes of a fast message, which then never
+  // drained and was asked for again and again.
   void drain(double t) {
     const double dt = t - now_;
-    now_ = t;
     std::vector<int> finished;
     for (int m : active_) {
       Message& msg = messages_[m];
+      const double end = now_ + msg.remaining / msg.rate;
       msg.remaining -= msg.rate * dt;
-      if (msg.remaining <= 1e-6 || msg.remaining / msg.rate <= 1e-15) finished.push_back(m);
+      if (end <= t || msg.remaining <= 1e-6 || msg.remaining / msg.rate <= 1e-15)
+        finished.push_back(m);
     }
+    now_ = t;
     if (finished.empty()) return;
     for (int m : finished) {
       messages_[m].active = false;
