@@ -64,9 +64,9 @@ void FlowNetwork::mark(int link) {
   dirty_links_.push_back(link);
 }
 
-void FlowNetwork::drain(int id) {
+void FlowNetwork::drain(int id, double rate) {
   Flow& f = flows_[id];
-  const double moved = std::min(f.remaining, rate_[id] * (now_ - f.since));
+  const double moved = std::min(f.remaining, rate * (now_ - f.since));
   if (moved > 0) {
     f.remaining -= moved;
     for (int l : f.links) carried_[l] += moved;
@@ -200,7 +200,7 @@ std::vector<int> FlowNetwork::take_finished() {
 
 const std::vector<double>& FlowNetwork::link_bytes() {
   for (size_t id = 0; id < flows_.size(); ++id)
-    if (!flows_[id].done) drain(static_cast<int>(id));
+    if (!flows_[id].done) drain(static_cast<int>(id), rate_[id]);
   return carried_;
 }
 
@@ -262,9 +262,7 @@ void FlowNetwork::reshare() {
     Flow& f = flows_[id];
     const double rate = rate_[id];
     if (rate == old_rate_[i]) continue;
-    rate_[id] = old_rate_[i];
-    drain(id);
-    rate_[id] = rate;
+    drain(id, old_rate_[i]);
     ++f.version;
     if (rate > 0) {
       due_.push_back({now_ + f.remaining / rate, component_[i], f.version});

@@ -78,8 +78,8 @@ class FlowNetwork {
   // A bucket's tokens brought up to now_ at the link's present load.
   void settle(int link);
   double capacity_now(int link) const;
-  // The flow's bytes drained up to now_ at its present rate.
-  void drain(int id);
+  // The flow's bytes drained from `since` up to now_ at `rate` (the one it had meanwhile).
+  void drain(int id, double rate);
   void mark(int link);
   void finish(int id);
   const Due* next_due() const;

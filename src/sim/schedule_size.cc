@@ -30,4 +30,5 @@ ScheduleSize sample_schedule_size(const coll::CollArgs& args, const coll::Algori
           static_cast<double>(rest) / samples);
   return size;
 }
+
 }  // namespace plait::sim
