@@ -561,7 +561,19 @@ TEST(Launcher, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
 TEST(Launcher, TimeoutStopsTheJob) {
   Result r = run_plait({"-n", "2", "--timeout", "0.5", "sleep", "60"});
   EXPECT_EQ(r.status, 124) << r.err;
-  EXPECT_NE(r.err.find("ran past its timeout of 0.5 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ran past its timeout of 0.5 s; stopping ranks 0, 1, still running"),
+            std::string::npos)
+      << r.err;
+}
+
+// A job that hangs in one rank (at exit, say) says which one.
+TEST(Launcher, TimeoutNamesTheRanksStillRunning) {
+  Result r = run_plait({"-n", "3", "--timeout", "1", "sh", "-c",
+                        "if [ \"$RANK\" = 1 ]; then sleep 60; fi"});
+  EXPECT_EQ(r.status, 124) << r.err;
+  EXPECT_NE(r.err.find("ran past its timeout of 1 s; stopping rank 1, still running"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(Launcher, MissingCommandExits127) {

@@ -13,7 +13,10 @@ PLAIT = os.environ.get("PLAIT_BIN", "plait")
 
 
 def run_ranks(n, case, timeout=300, case_timeout_s=120, env=None, script="torch_ranks.py"):
-    cmd = [PLAIT, "run", "-n", str(n), "--", sys.executable, os.path.join(HERE, script), case]
+    # plait run stops the job first, naming the ranks still running, and they print their
+    # stacks (rank_stacks.py): a hang says where it is.
+    cmd = [PLAIT, "run", "-n", str(n), "--timeout", str(timeout - 30), "--", sys.executable,
+           os.path.join(HERE, script), case]
     env = dict(os.environ, CASE_TIMEOUT_S=str(case_timeout_s), **(env or {}))
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     return r.returncode, r.stdout + r.stderr

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 import plait.torch  # noqa: F401  (registers the backend)
+import rank_stacks  # noqa: F401  (stacks on SIGTERM)
 
 SHAPE = [2, 3, 4]  # what every point-to-point message of these cases carries
 

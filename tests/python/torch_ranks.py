@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 import plait.torch  # noqa: F401  (registers the backend)
+import rank_stacks  # noqa: F401  (stacks on SIGTERM)
 
 R = dist.ReduceOp
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]

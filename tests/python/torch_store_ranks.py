@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 import plait.torch
+import rank_stacks  # noqa: F401  (stacks on SIGTERM)
 
 
 def main():

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 import plait.torch  # noqa: F401  (registers the backend)
+import rank_stacks  # noqa: F401  (stacks on SIGTERM)
 
 
 def futures():

@@ -95,6 +95,8 @@ class LocalJob {
   void read_stream(Stream& stream);
   void close_stream(Stream& stream);
   size_t running_count() const;
+  // "rank 2" or "ranks 0, 2": the ranks still running.
+  std::string running_ranks() const;
   bool any_stream_open() const;
 
   const LocalJobOptions& options_;
@@ -273,8 +275,9 @@ void LocalJob::check_deadlines() {
   if (!stopping_ && options_.timeout.count() > 0 && now >= started_ + options_.timeout &&
       running_count() > 0) {
     exit_status_ = kExitTimedOut;
-    say("the job ran past its timeout of " + seconds_text(options_.timeout) + "; stopping the " +
-        plural(running_count(), "rank"));
+    // Naming them tells a hang (one rank stuck, say at exit) from a job that was slow.
+    say("the job ran past its timeout of " + seconds_text(options_.timeout) + "; stopping " +
+        running_ranks() + ", still running");
     begin_stop(SIGTERM);
   }
   if (stopping_ && !killed_ && kill_at_ && now >= *kill_at_ && running_count() > 0) {
@@ -336,6 +339,13 @@ void LocalJob::close_stream(Stream& stream) {
 size_t LocalJob::running_count() const {
   return static_cast<size_t>(
       std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
+}
+
+std::string LocalJob::running_ranks() const {
+  std::string list;
+  for (const Rank& r : ranks_)
+    if (r.running) list += (list.empty() ? "" : ", ") + std::to_string(r.index);
+  return (running_count() == 1 ? "rank " : "ranks ") + list;
 }
 
 bool LocalJob::any_stream_open() const {
