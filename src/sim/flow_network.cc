@@ -69,34 +69,42 @@ void FlowNetwork::drain(int id, double rate) {
   const double moved = std::min(f.remaining, rate * (now_ - f.since));
   if (moved > 0) {
     f.remaining -= moved;
-    for (int l : f.links) carried_[l] += moved;
+    for (int l : f.links) carried_[l] += moved * f.weight;
   }
   f.since = now_;
 }
 
-int FlowNetwork::add(double bytes, std::vector<int> links, int priority) {
-  const int id = static_cast<int>(flows_.size());
-  Flow f;
+int FlowNetwork::add(double bytes, std::vector<int> links, int priority, double weight) {
+  int id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+    rate_.push_back(0);
+  }
+  Flow& f = flows_[id];
+  // A reused id keeps its version counting up: the Due entries of its past life stay stale.
   f.remaining = bytes;
   f.since = now_;
   f.links = std::move(links);
+  f.weight = weight;
   f.priority = priority;
+  f.done = false;
+  rate_[id] = 0;
   prioritized_ = prioritized_ || priority > 0;
   if (f.links.empty() || bytes <= kDrained) {
     f.done = true;
-    flows_.push_back(std::move(f));
-    rate_.push_back(0);
     finished_.push_back(id);
     return id;
   }
-  f.slots = slots_.size();
+  f.slots.clear();
   for (int l : f.links) {
-    slots_.push_back(static_cast<int>(on_link_[l].size()));
+    f.slots.push_back(static_cast<int>(on_link_[l].size()));
     on_link_[l].push_back(id);
     mark(l);
   }
-  flows_.push_back(std::move(f));
-  rate_.push_back(0);
   ++active_;
   return id;
 }
@@ -114,22 +122,22 @@ void FlowNetwork::set_priority(int flow, int priority) {
 // reshare()).
 void FlowNetwork::finish(int id) {
   Flow& f = flows_[id];
-  for (int l : f.links) carried_[l] += f.remaining;
+  for (int l : f.links) carried_[l] += f.remaining * f.weight;
   f.remaining = 0;
   rate_[id] = 0;
   f.done = true;
   ++f.version;
   for (size_t i = 0; i < f.links.size(); ++i) {
     std::vector<int>& on = on_link_[f.links[i]];
-    const int slot = slots_[f.slots + i];
+    const int slot = f.slots[i];
     const int moved = on.back();
     on[slot] = moved;
     on.pop_back();
     if (moved != id) {
       Flow& m = flows_[moved];
       for (size_t j = 0; j < m.links.size(); ++j)
-        if (m.links[j] == f.links[i] && slots_[m.slots + j] == static_cast<int>(on.size())) {
-          slots_[m.slots + j] = slot;
+        if (m.links[j] == f.links[i] && m.slots[j] == static_cast<int>(on.size())) {
+          m.slots[j] = slot;
           break;
         }
     }
@@ -193,6 +201,10 @@ double FlowNetwork::next_finish() const {
 }
 
 std::vector<int> FlowNetwork::take_finished() {
+  // The caller is done with the ids it was given last time (it may have added flows while
+  // going through them: those must not have reused one of them).
+  free_ids_.insert(free_ids_.end(), reported_.begin(), reported_.end());
+  reported_ = finished_;
   std::vector<int> out;
   out.swap(finished_);
   return out;
@@ -281,7 +293,7 @@ void FlowNetwork::reshare() {
     for (int l : touched_) {
       if (static_cast<size_t>(l) >= burst_.size() || burst_[l] <= 0) continue;
       load_[l] = 0;
-      for (int id : on_link_[l]) load_[l] += rate_[id];
+      for (int id : on_link_[l]) load_[l] += rate_[id] * flows_[id].weight;
     }
   for (int l : touched_) index_of_[l] = -1;
 }
@@ -298,31 +310,34 @@ void FlowNetwork::fill(const std::vector<int>& flows) {
   for (int id : flows)
     for (int l : flows_[id].links) {
       on_[index_of_[l]].push_back(id);
-      ++unfixed_[index_of_[l]];
+      unfixed_[index_of_[l]] += flows_[id].weight;
     }
   // The links with flows not yet fixed; those that lose their last one leave the list, so a
   // round costs the links still in play (per-flow ECMP makes many rounds of a few links each).
   live_.clear();
   for (size_t i = 0; i < touched_.size(); ++i)
     if (unfixed_[i] > 0) live_.push_back(static_cast<int>(i));
+  // A link's unfixed weight is a sum of weights taken off again: it is done at ~0, not 0.
+  auto done = [&](int i) { return unfixed_[i] < 0.5; };
   for (;;) {
     double share = kNever;
     for (int i : live_) share = std::min(share, std::max(left_[i], 0.0) / unfixed_[i]);
     if (share == kNever) break;
     const double limit = share * (1 + 1e-12);
     for (int i : live_) {
-      if (unfixed_[i] == 0 || std::max(left_[i], 0.0) / unfixed_[i] > limit) continue;
+      if (done(i) || std::max(left_[i], 0.0) / unfixed_[i] > limit) continue;
       for (int id : on_[i]) {
         if (rate_[id] >= 0) continue;
         rate_[id] = share;
+        const double w = flows_[id].weight;
         for (int l : flows_[id].links) {
           const int j = index_of_[l];
-          left_[j] -= share;
-          --unfixed_[j];
+          left_[j] -= share * w;
+          unfixed_[j] -= w;
         }
       }
     }
-    std::erase_if(live_, [&](int i) { return unfixed_[i] == 0; });
+    std::erase_if(live_, [&](int i) { return done(i); });
   }
 }
 

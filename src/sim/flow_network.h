@@ -8,6 +8,13 @@
 // Flows may carry a priority (0 first): the flows of each priority share what the flows
 // before them left, max-min among themselves. A FIFO queue is this: its head message takes
 // what it can use, the next one the rest.
+//
+// A flow may stand for `weight` identical flows (the same links, bytes, start and priority):
+// max-min gives identical flows the same rate, so they are solved as one that counts
+// `weight` times on each of its links.
+//
+// Ids are reused: an id that take_finished() returned may name a new flow once take_finished()
+// is called again (a replay of millions of messages holds only the flows in flight).
 #pragma once
 
 #include <cstddef>
@@ -33,8 +40,8 @@ class FlowNetwork {
   // The tokens in `link`'s bucket now (0 without a bucket).
   double tokens(int link);
   // A flow of `bytes` over `links` (ids into capacity; empty: it is done at once), active from
-  // now, of `priority` (0 first). Returns its id.
-  int add(double bytes, std::vector<int> links, int priority = 0);
+  // now, of `priority` (0 first), standing for `weight` identical flows. Returns its id.
+  int add(double bytes, std::vector<int> links, int priority = 0, double weight = 1);
   // The flow's priority from now on.
   void set_priority(int flow, int priority);
   // Moves time forward to `t` (>= now()): every flow drains at its rate. Flows that finish
@@ -43,7 +50,8 @@ class FlowNetwork {
   // When the next active flow finishes, or a bucket runs dry, at the current rates (kNever
   // if no flow is active). Either changes the rates: the caller advances to it.
   double next_finish() const;
-  // Flows that drained (remaining bytes ~0) since the last call.
+  // Flows that drained (remaining bytes ~0) since the last call; the ids of the call before
+  // are free from now on.
   std::vector<int> take_finished();
   double now() const { return now_; }
   size_t active() const { return active_; }
@@ -52,15 +60,18 @@ class FlowNetwork {
   double solved() const { return solved_; }
   // Bytes each link carried so far.
   const std::vector<double>& link_bytes();
-  // Rate of a flow at present (0 once done).
+  // Rate of a flow at present (0 once done); of each of the flows a weighted one stands for.
   double rate(int flow) const { return rate_[flow]; }
+  // Ids handed out and not yet free: the most flows held at once.
+  size_t capacity() const { return flows_.size(); }
 
  private:
   struct Flow {
     double remaining = 0;  // as of `since`: a flow drains lazily, when its rate changes
     double since = 0;
     std::vector<int> links;
-    size_t slots = 0;  // slots_[slots + i]: its place in on_link_[links[i]]
+    std::vector<int> slots;  // slots[i]: its place in on_link_[links[i]]
+    double weight = 1;
     int priority = 0;
     uint32_t version = 0;  // bumped when its rate changes: older Due entries are stale
     bool done = false;
@@ -88,7 +99,8 @@ class FlowNetwork {
   std::vector<double> carried_;
   std::vector<Flow> flows_;
   std::vector<double> rate_;  // by flow, apart: progressive filling reads it for every flow
-  std::vector<int> slots_;    // every flow's places on its links, one after another
+  std::vector<int> free_ids_;  // done and reported twice over: add() takes these first
+  std::vector<int> reported_;  // what take_finished() returned last (free at its next call)
   std::vector<std::vector<int>> on_link_;  // the active flows on each link
   size_t active_ = 0;
   double solved_ = 0;
@@ -113,7 +125,7 @@ class FlowNetwork {
   std::vector<double> old_rate_;
   std::vector<double> left_;
   std::vector<std::vector<int>> on_;
-  std::vector<size_t> unfixed_;
+  std::vector<double> unfixed_;  // weights
   std::vector<int> live_;
   std::vector<int> level_;  // the component's flows of one priority
   bool prioritized_ = false;  // some flow's priority was ever above 0

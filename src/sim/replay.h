@@ -80,12 +80,19 @@ inline constexpr int kMaxFullReplayRanks = 4096;
 // 2-core machine: a double binary tree of 16,384 ranks on a fat tree, 1 GiB in 64 chunks,
 // 2.1 million messages, 35 s); SimParams::max_flows_solved stops one whose flows all do.
 inline constexpr double kMaxMessagesAtScale = 4e6;
+// The most messages of the ranks replayed for their hosts (rank_copies.h; each carries its
+// copies on the host's other ranks, one weighted flow where they share a path): calibrated
+// on this 2-core machine with the pipelined hierarchical allreduce of 16,384 ranks (8 a host)
+// and 1 GiB in 16 MiB chunks, 8.6 million messages of 2,048 ranks, 87 s on a dragonfly,
+// 107 s on a fat tree.
+inline constexpr double kMaxCopiedMessages = 10e6;
 
 enum class ReplayMode : uint8_t {
   kAuto,  // through rank 0 where that is exact (or the only way), else every rank
   kFull,  // every rank's steps (the reference the symmetric replay is checked against)
   // Through host 0's ranks wherever the call is symmetric, exact or not (an upper bound where
-  // copies differ: seconds instead of the full replay's minutes); else every rank.
+  // copies differ: seconds instead of the full replay's minutes); else through the first rank
+  // of each host where the hosts' ranks are relabellings of it (rank_copies.h); else every rank.
   kSymmetric,
 };
 
@@ -94,7 +101,9 @@ enum class ReplayMode : uint8_t {
 // doubling, hierarchical; hosts filled evenly) is replayed through host 0's ranks
 // (symmetric_replay.h) where that is
 // exact, or where the full replay would exceed its limits (then with the slowest copy's
-// rates; ReplayResult::method says which). Throws kInvalidUsage for an algorithm that does not
+// rates; ReplayResult::method says which). Else a call whose hosts' ranks are relabellings of
+// their first rank (the pipelined hierarchical allreduce) is replayed through the first rank
+// of each host (rank_copies.h) on the same terms. Throws kInvalidUsage for an algorithm that does not
 // exist for the op or does not apply, for more ranks than the hosts can hold, and for a call
 // beyond the full replay's limits that is not symmetric.
 ReplayResult replay(const Topology& topology, const Placement& placement, coll::CollArgs args,

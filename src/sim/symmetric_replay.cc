@@ -8,6 +8,7 @@
 #include "coll/algorithms.h"
 #include "sim/flow_network.h"
 #include "sim/pair_fifo.h"
+#include "sim/relabelling.h"
 
 namespace plait::sim {
 namespace {
@@ -34,17 +35,7 @@ std::pair<int, int> representative_of(Relabel how, int r, int reps) {
 
 // `other` is `rep`'s schedule with every peer relabelled by `amount`.
 bool relabelled(const Schedule& rep, const Schedule& other, Relabel how, int amount, int p) {
-  if (rep.steps.size() != other.steps.size() || rep.deps != other.deps) return false;
-  for (size_t i = 0; i < rep.steps.size(); ++i) {
-    const Step& a = rep.steps[i];
-    const Step& b = other.steps[i];
-    if (a.kind != b.kind || a.src.count != b.src.count || a.dst.count != b.dst.count ||
-        a.dep_begin != b.dep_begin || a.dep_count != b.dep_count)
-      return false;
-    if ((a.peer < 0) != (b.peer < 0)) return false;
-    if (a.peer >= 0 && b.peer != relabel(how, a.peer, amount, p)) return false;
-  }
-  return true;
+  return sim::relabelled(rep, other, [&](int peer) { return relabel(how, peer, amount, p); });
 }
 
 struct Message {

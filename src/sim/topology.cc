@@ -42,13 +42,14 @@ int Topology::connect(int a, int b, const LinkSpec& spec) {
                     link.peak_bytes_per_s, link.fifo});
   out_[a].push_back(id);
   out_[b].push_back(id + 1);
+  link_of_.emplace(static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b), id);
+  link_of_.emplace(static_cast<uint64_t>(b) << 32 | static_cast<uint32_t>(a), id + 1);
   return id;
 }
 
 int Topology::link_between(int a, int b) const {
-  for (int l : out_[a])
-    if (links_[l].to == b) return l;
-  return -1;
+  auto it = link_of_.find(static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b));
+  return it == link_of_.end() ? -1 : it->second;
 }
 
 void Topology::check_pair(int src, int dst) const {

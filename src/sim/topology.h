@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace plait::sim {
@@ -112,6 +113,9 @@ class Topology {
   int nodes_ = 0;
   std::vector<Link> links_;
   std::vector<std::vector<int>> out_;
+  // (a << 32 | b) -> the first link from a to b: a star's switch has a port per host, and a
+  // route asks for a link at every hop.
+  std::unordered_map<uint64_t, int> link_of_;
 };
 
 // A well-mixed 64-bit hash (splitmix64's finalizer): which of the equal-cost paths (ECMP) or

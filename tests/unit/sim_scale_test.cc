@@ -104,6 +104,44 @@ TEST(FlowNetwork, AFastFlowLateInALongCallEndsWhenItIsDue) {
   EXPECT_DOUBLE_EQ(net.link_bytes()[0], 1e9 + 123.456);
 }
 
+TEST(FlowNetwork, AWeightedFlowIsItsIdenticalFlowsSolvedAsOne) {
+  // Three identical flows as one of weight 3 beside a fourth on a 10 B/s link: 2.5 B/s each,
+  // as four flows; one on a second link of 1 B/s is held there, and the others share the 9 left.
+  FlowNetwork net({10.0, 1.0});
+  const int three = net.add(5, {0}, 0, 3);
+  const int one = net.add(5, {0});
+  EXPECT_DOUBLE_EQ(net.next_finish(), 2.0);
+  EXPECT_DOUBLE_EQ(net.rate(three), 2.5);
+  EXPECT_DOUBLE_EQ(net.rate(one), 2.5);
+  net.advance(2.0);
+  EXPECT_EQ(net.take_finished().size(), 2u);
+  EXPECT_DOUBLE_EQ(net.link_bytes()[0], 4 * 5.0);  // every flow the weight stands for
+  const int slow = net.add(10, {0, 1});
+  const int rest = net.add(10, {0}, 0, 3);
+  net.next_finish();
+  EXPECT_DOUBLE_EQ(net.rate(slow), 1.0);
+  EXPECT_DOUBLE_EQ(net.rate(rest), 3.0);
+}
+
+TEST(FlowNetwork, AnIdIsReusedOnceTheCallerIsDoneWithIt) {
+  // Ids come back from take_finished(); the caller may add flows while it goes through them,
+  // so an id is free only from the next call on (a replay of millions of messages holds only
+  // the flows in flight).
+  FlowNetwork net({1.0});
+  const int a = net.add(1, {0});
+  net.advance(net.next_finish());
+  EXPECT_EQ(net.take_finished(), std::vector<int>{a});
+  const int b = net.add(1, {0});
+  EXPECT_NE(b, a);
+  EXPECT_TRUE(net.take_finished().empty());
+  const int c = net.add(1, {0});
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(net.capacity(), 2u);
+  // The reused id is a flow of its own: a fresh rate and end, none of its old life's.
+  EXPECT_DOUBLE_EQ(net.next_finish(), 1.0 + 2.0);  // b and c share the link from t = 1
+  EXPECT_DOUBLE_EQ(net.rate(c), 0.5);
+}
+
 TEST(SymmetricReplay, AFastMessageLateInALongCallEndsWhenItIsDue) {
   // 16 MiB over 10 Mbit/s links: the call lasts 80 s, and a message between two ranks of one
   // host (5 GB/s) ends where a time has too few bits for its last bytes. The symmetric replay
