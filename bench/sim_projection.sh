@@ -4,19 +4,22 @@
 # to 1 GiB. Prints one markdown table per topology family (busbw GB/s; "-" where the replay
 # was refused or took longer than LIMIT seconds, with the reason below the table) and writes
 # the records to OUT.json for a plot. Symmetric calls are replayed through host 0's ranks
-# (--replay symmetric: on a fat tree hashing flows, the slowest copy, an upper bound); trees
-# and the pipelined hierarchical allreduce in full, within LIMIT.
+# (--replay symmetric: on a fat tree hashing flows, the slowest copy, an upper bound); the
+# pipelined hierarchical allreduce through the first rank of each host (its copies on the
+# host's other ranks beside each message; the slowest copy where ECMP hashes them apart);
+# trees in full; each within LIMIT seconds (the hierarchical allreduce of 1 GiB on 16,384
+# ranks takes ~100 s).
 #
 # Each size is cut into chunks of max(1 MiB, bytes / 64) (PLAIT_CHUNK_BYTES, 1 MiB by default,
 # is what one raises for gigabyte buffers: 1,024 chunks of a 1 GiB call add nothing to its
 # pipelining but replay steps).
 #
-#   bench/sim_projection.sh                      # ~20 minutes on 2 cores
-#   LIMIT=120 SIZES="1M 16M 256M 1G" bench/sim_projection.sh
+#   bench/sim_projection.sh                      # ~10 minutes on 2 cores
+#   LIMIT=60 SIZES="1M 16M 256M 1G" bench/sim_projection.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLAIT=$(realpath "${PLAIT:-build/tools/plait/plait}")
-LIMIT=${LIMIT:-60}
+LIMIT=${LIMIT:-180}
 SIZES=${SIZES:-"1M 32M 1G"}
 RPH=${RPH:-8}
 LINK=${LINK:-"rate=25gbit,latency=1us"}

@@ -88,6 +88,7 @@ int FlowNetwork::add(double bytes, std::vector<int> links, int priority, double 
   // A reused id keeps its version counting up: the Due entries of its past life stay stale.
   f.remaining = bytes;
   f.since = now_;
+  f.serial = serial_++;
   f.links = std::move(links);
   f.weight = weight;
   f.priority = priority;
@@ -175,7 +176,10 @@ void FlowNetwork::advance(double t) {
     finish(id);
     finished_.push_back(id);
   }
-  std::sort(finished_.begin() + static_cast<std::ptrdiff_t>(before), finished_.end());
+  // In the order they were added (ids are reused, so not by id): flows that end together are
+  // reported as every run reports them, and what the caller starts next queues in that order.
+  std::sort(finished_.begin() + static_cast<std::ptrdiff_t>(before), finished_.end(),
+            [&](int a, int b) { return flows_[a].serial < flows_[b].serial; });
 }
 
 // The first Due entry that is not stale (nullptr: none).
@@ -241,8 +245,9 @@ void FlowNetwork::reshare() {
       }
     }
   solved_ += static_cast<double>(component_.size());
-  // In order of id, as the flows were added: the sums below come out the same every run.
-  std::sort(component_.begin(), component_.end());
+  // In the order the flows were added: the sums below come out the same every run.
+  std::sort(component_.begin(), component_.end(),
+            [&](int a, int b) { return flows_[a].serial < flows_[b].serial; });
   left_.clear();
   for (int l : touched_) {
     settle(l);  // at the old load
@@ -277,7 +282,7 @@ void FlowNetwork::reshare() {
     drain(id, old_rate_[i]);
     ++f.version;
     if (rate > 0) {
-      due_.push_back({now_ + f.remaining / rate, component_[i], f.version});
+      due_.push_back({now_ + f.remaining / rate, f.serial, component_[i], f.version});
       std::push_heap(due_.begin(), due_.end(), std::greater<>{});
     }
   }

@@ -72,6 +72,7 @@ class FlowNetwork {
     std::vector<int> links;
     std::vector<int> slots;  // slots[i]: its place in on_link_[links[i]]
     double weight = 1;
+    uint64_t serial = 0;  // the order of add(): ids are reused, so they do not tell it
     int priority = 0;
     uint32_t version = 0;  // bumped when its rate changes: older Due entries are stale
     bool done = false;
@@ -79,9 +80,12 @@ class FlowNetwork {
   // When a flow finishes at the rate it had when the entry was made.
   struct Due {
     double time;
+    uint64_t serial;  // ties go to the flow added first
     int flow;
     uint32_t version;
-    bool operator>(const Due& o) const { return time != o.time ? time > o.time : flow > o.flow; }
+    bool operator>(const Due& o) const {
+      return time != o.time ? time > o.time : serial > o.serial;
+    }
   };
   void reshare();
   // Progressive filling of `flows` (one priority) on the capacity left_.
@@ -101,6 +105,7 @@ class FlowNetwork {
   std::vector<double> rate_;  // by flow, apart: progressive filling reads it for every flow
   std::vector<int> free_ids_;  // done and reported twice over: add() takes these first
   std::vector<int> reported_;  // what take_finished() returned last (free at its next call)
+  uint64_t serial_ = 0;
   std::vector<std::vector<int>> on_link_;  // the active flows on each link
   size_t active_ = 0;
   double solved_ = 0;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "plait/error.h"
+#include "sim/copy_routes.h"
 #include "sim/flow_network.h"
 #include "sim/pair_fifo.h"
 
@@ -46,13 +47,6 @@ struct Message {
   int32_t uplink = -1;  // the FIFO link it queues on (Link::fifo), or -1
 };
 
-// A message's copies that take the same paths: one flow per path, of their number's weight.
-struct CopyGroup {
-  std::vector<Path> paths;  // none: the copies stay on their host (its memory path)
-  int host = -1;            // the sending host
-  int weight = 0;
-};
-
 enum class EventKind : uint8_t { kReady, kDone, kFlowStart };
 
 struct Event {
@@ -64,13 +58,6 @@ struct Event {
     return time != o.time ? time > o.time : order > o.order;
   }
 };
-
-bool same_paths(const std::vector<Path>& a, const std::vector<Path>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].links != b[i].links || a[i].share != b[i].share) return false;
-  return true;
-}
 
 class FullReplay {
  public:
@@ -251,32 +238,13 @@ class FullReplay {
     push(at + seconds, EventKind::kDone, g);
   }
 
-  // The message's copies, grouped by the paths they take (one group where they all take the
-  // same), and the longest head latency among them.
+  // The message's copies' paths, kept until its flows start; the longest head latency.
   double route_copies(int message) {
     const Message& m = messages_[message];
-    const int from = rank_of(m.send), to = steps_[m.send].peer;
-    std::vector<CopyGroup> groups;
     double latency = 0;
-    for (int d = 0; d < copies_.copies(); ++d) {
-      const int src = host(copies_.image(from, d)), dst = host(copies_.image(to, d));
-      std::vector<Path> paths;
-      if (src != dst) {
-        const uint64_t seed = static_cast<uint64_t>(message) * copies_.copies() + d;
-        paths = topology_.route(src, dst, seed);
-        double l = 0;
-        for (int link : paths[0].links) l += topology_.links()[link].latency_s;
-        latency = std::max(latency, l);
-      }
-      auto same = std::find_if(groups.begin(), groups.end(), [&](const CopyGroup& g) {
-        return g.host == src && same_paths(g.paths, paths);
-      });
-      if (same != groups.end()) {
-        ++same->weight;
-      } else {
-        groups.push_back({std::move(paths), src, 1});
-      }
-    }
+    std::vector<CopyGroup> groups =
+        group_copies(topology_, placement_, copies_, rank_of(m.send), steps_[m.send].peer,
+                     static_cast<uint64_t>(message), &latency);
     if (groups.size() > 1) copies_differ_ = true;
     pending_[message] = std::move(groups);
     return latency;
@@ -545,22 +513,7 @@ std::optional<InHostReplay> replay_in_host_copies(const Topology& topology,
   for (const Link& l : topology.links())
     if (l.fifo) return std::nullopt;
   const RankCopies copies = RankCopies::rotation_in_hosts(placement);
-  // Every rank of a few hosts against its host's first rank: the first hosts, the middle and
-  // the last ones (where a ring or a tree over hosts turns).
-  const int hosts = copies.reps();
-  std::vector<int> sampled = {0, 1, 2, hosts / 3, hosts / 2, hosts / 2 + 1, hosts - 2, hosts - 1};
-  std::sort(sampled.begin(), sampled.end());
-  sampled.erase(std::unique(sampled.begin(), sampled.end()), sampled.end());
-  coll::CollArgs a = args;
-  for (int h : sampled) {
-    if (h < 0 || h >= hosts) continue;
-    a.rank = copies.rep_rank(h);
-    const Schedule rep = info.build(a);
-    for (int d = 1; d < per_host; ++d) {
-      a.rank = copies.image(copies.rep_rank(h), d);
-      if (!copies.relabels(rep, info.build(a), d)) return std::nullopt;
-    }
-  }
+  if (!copies.relabel_sampled_hosts(args, info)) return std::nullopt;
   bool shaped = false;
   for (const Link& l : topology.links()) shaped = shaped || l.burst_bytes > 0;
   InHostReplay out;

@@ -14,6 +14,7 @@
 
 #include <utility>
 
+#include "coll/algorithms.h"
 #include "coll/schedule.h"
 #include "sim/relabelling.h"
 #include "sim/replay.h"
@@ -46,6 +47,9 @@ class RankCopies {
   bool relabels(const coll::Schedule& rep, const coll::Schedule& other, int d) const {
     return relabelled(rep, other, [&](int peer) { return image(peer, d); });
   }
+  // relabels() for every copy of the replayed ranks of a few hosts: the first ones, the middle
+  // and the last (where a ring or a tree over hosts turns). `args` has its size and host_of.
+  bool relabel_sampled_hosts(coll::CollArgs args, const coll::AlgorithmInfo& info) const;
 
  private:
   RankCopies(int ranks, int copies) : ranks_(ranks), copies_(copies) {}
