@@ -100,9 +100,14 @@ int FlowNetwork::add(double bytes, std::vector<int> links, int priority, double 
     finished_.push_back(id);
     return id;
   }
-  f.slots.clear();
-  for (int l : f.links) {
-    f.slots.push_back(static_cast<int>(on_link_[l].size()));
+  if (f.links.size() > f.room) {
+    f.slots = slots_.size();
+    f.room = static_cast<uint32_t>(f.links.size());
+    slots_.resize(slots_.size() + f.links.size());
+  }
+  for (size_t i = 0; i < f.links.size(); ++i) {
+    const int l = f.links[i];
+    slots_[f.slots + i] = static_cast<int>(on_link_[l].size());
     on_link_[l].push_back(id);
     mark(l);
   }
@@ -130,15 +135,15 @@ void FlowNetwork::finish(int id) {
   ++f.version;
   for (size_t i = 0; i < f.links.size(); ++i) {
     std::vector<int>& on = on_link_[f.links[i]];
-    const int slot = f.slots[i];
+    const int slot = slots_[f.slots + i];
     const int moved = on.back();
     on[slot] = moved;
     on.pop_back();
     if (moved != id) {
       Flow& m = flows_[moved];
       for (size_t j = 0; j < m.links.size(); ++j)
-        if (m.links[j] == f.links[i] && m.slots[j] == static_cast<int>(on.size())) {
-          m.slots[j] = slot;
+        if (m.links[j] == f.links[i] && slots_[m.slots + j] == static_cast<int>(on.size())) {
+          slots_[m.slots + j] = slot;
           break;
         }
     }
@@ -246,8 +251,10 @@ void FlowNetwork::reshare() {
     }
   solved_ += static_cast<double>(component_.size());
   // In the order the flows were added: the sums below come out the same every run.
-  std::sort(component_.begin(), component_.end(),
-            [&](int a, int b) { return flows_[a].serial < flows_[b].serial; });
+  by_serial_.clear();
+  for (int id : component_) by_serial_.emplace_back(flows_[id].serial, id);
+  std::sort(by_serial_.begin(), by_serial_.end());
+  for (size_t i = 0; i < component_.size(); ++i) component_[i] = by_serial_[i].second;
   left_.clear();
   for (int l : touched_) {
     settle(l);  // at the old load

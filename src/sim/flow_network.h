@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace plait::sim {
@@ -70,7 +71,10 @@ class FlowNetwork {
     double remaining = 0;  // as of `since`: a flow drains lazily, when its rate changes
     double since = 0;
     std::vector<int> links;
-    std::vector<int> slots;  // slots[i]: its place in on_link_[links[i]]
+    // slots_[slots + i]: its place in on_link_[links[i]]; room for `room` links there (a
+    // reused id keeps its room when its new links fit in it).
+    size_t slots = 0;
+    uint32_t room = 0;
     double weight = 1;
     uint64_t serial = 0;  // the order of add(): ids are reused, so they do not tell it
     int priority = 0;
@@ -103,6 +107,7 @@ class FlowNetwork {
   std::vector<double> carried_;
   std::vector<Flow> flows_;
   std::vector<double> rate_;  // by flow, apart: progressive filling reads it for every flow
+  std::vector<int> slots_;     // every flow's places on its links, a range each
   std::vector<int> free_ids_;  // done and reported twice over: add() takes these first
   std::vector<int> reported_;  // what take_finished() returned last (free at its next call)
   uint64_t serial_ = 0;
@@ -125,6 +130,7 @@ class FlowNetwork {
   std::vector<int> index_of_;
   std::vector<int> touched_;
   std::vector<int> component_;
+  std::vector<std::pair<uint64_t, int>> by_serial_;  // the component sorted (serial, id)
   std::vector<uint32_t> seen_;  // by flow: the reshare() that took it into its component
   uint32_t pass_ = 0;
   std::vector<double> old_rate_;

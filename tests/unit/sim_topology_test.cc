@@ -147,7 +147,9 @@ void expect_routes_reach(const Topology& t, uint64_t flows, bool minimal) {
             at = t.links()[l].to;
           }
           EXPECT_EQ(at, d) << t.spec();
-          if (minimal) EXPECT_EQ(static_cast<int>(p.links.size()), dist[s][d]) << t.spec();
+          if (minimal) {
+            EXPECT_EQ(static_cast<int>(p.links.size()), dist[s][d]) << t.spec();
+          }
           shares += p.share;
         }
         EXPECT_NEAR(shares, 1.0, 1e-9) << t.spec();
