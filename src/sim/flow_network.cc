@@ -79,6 +79,7 @@ int FlowNetwork::add(double bytes, std::vector<int> links, int priority, double 
   if (!free_ids_.empty()) {
     id = free_ids_.back();
     free_ids_.pop_back();
+    ids_reused_ = true;
   } else {
     id = static_cast<int>(flows_.size());
     flows_.emplace_back();
@@ -183,8 +184,11 @@ void FlowNetwork::advance(double t) {
   }
   // In the order they were added (ids are reused, so not by id): flows that end together are
   // reported as every run reports them, and what the caller starts next queues in that order.
-  std::sort(finished_.begin() + static_cast<std::ptrdiff_t>(before), finished_.end(),
-            [&](int a, int b) { return flows_[a].serial < flows_[b].serial; });
+  if (ids_reused_)
+    std::sort(finished_.begin() + static_cast<std::ptrdiff_t>(before), finished_.end(),
+              [&](int a, int b) { return flows_[a].serial < flows_[b].serial; });
+  else
+    std::sort(finished_.begin() + static_cast<std::ptrdiff_t>(before), finished_.end());
 }
 
 // The first Due entry that is not stale (nullptr: none).
@@ -250,11 +254,16 @@ void FlowNetwork::reshare() {
       }
     }
   solved_ += static_cast<double>(component_.size());
-  // In the order the flows were added: the sums below come out the same every run.
-  by_serial_.clear();
-  for (int id : component_) by_serial_.emplace_back(flows_[id].serial, id);
-  std::sort(by_serial_.begin(), by_serial_.end());
-  for (size_t i = 0; i < component_.size(); ++i) component_[i] = by_serial_[i].second;
+  // In the order the flows were added: the sums below come out the same every run. Until an
+  // id is reused (never, in a network solved once) that is the order of ids.
+  if (ids_reused_) {
+    by_serial_.clear();
+    for (int id : component_) by_serial_.emplace_back(flows_[id].serial, id);
+    std::sort(by_serial_.begin(), by_serial_.end());
+    for (size_t i = 0; i < component_.size(); ++i) component_[i] = by_serial_[i].second;
+  } else {
+    std::sort(component_.begin(), component_.end());
+  }
   left_.clear();
   for (int l : touched_) {
     settle(l);  // at the old load

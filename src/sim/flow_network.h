@@ -111,6 +111,7 @@ class FlowNetwork {
   std::vector<int> free_ids_;  // done and reported twice over: add() takes these first
   std::vector<int> reported_;  // what take_finished() returned last (free at its next call)
   uint64_t serial_ = 0;
+  bool ids_reused_ = false;  // until then, ids are in the order of add()
   std::vector<std::vector<int>> on_link_;  // the active flows on each link
   size_t active_ = 0;
   double solved_ = 0;

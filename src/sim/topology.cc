@@ -48,6 +48,12 @@ int Topology::connect(int a, int b, const LinkSpec& spec) {
 }
 
 int Topology::link_between(int a, int b) const {
+  // A switch's few ports are quicker to scan than a hash is to look up.
+  if (out_[a].size() <= 64) {
+    for (int l : out_[a])
+      if (links_[l].to == b) return l;
+    return -1;
+  }
   auto it = link_of_.find(static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b));
   return it == link_of_.end() ? -1 : it->second;
 }

@@ -113,8 +113,8 @@ class Topology {
   int nodes_ = 0;
   std::vector<Link> links_;
   std::vector<std::vector<int>> out_;
-  // (a << 32 | b) -> the first link from a to b: a star's switch has a port per host, and a
-  // route asks for a link at every hop.
+  // (a << 32 | b) -> the first link from a to b, for nodes of many ports (a star's switch has
+  // one per host, and a route asks for a link at every hop).
   std::unordered_map<uint64_t, int> link_of_;
 };
 
