@@ -518,11 +518,14 @@ std::optional<InHostReplay> replay_in_host_copies(const Topology& topology,
   for (const Link& l : topology.links()) shaped = shaped || l.burst_bytes > 0;
   InHostReplay out;
   {
-    FullReplay probe(topology, placement, args, info, params, copies);
-    if (!probe.paired()) return std::nullopt;
-    if (!shaped) out.result = probe.run();
+    FullReplay first(topology, placement, args, info, params, copies);
+    if (!first.paired()) return std::nullopt;
+    out.result = first.run();
+    // On shaped links the second of two calls stands for the loop (replay_twice_if_shaped).
+    if (shaped)
+      out.result =
+          FullReplay(topology, placement, args, info, params, copies, first.end_tokens()).run();
   }
-  if (shaped) out.result = replay_twice_if_shaped(topology, placement, args, info, params, copies);
   out.exact = out.result.method == "in-host copies";
   return out;
 }
