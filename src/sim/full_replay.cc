@@ -480,17 +480,18 @@ class FullReplay {
   StepId end_step_ = kNone;
 };
 
-ReplayResult replay_twice_if_shaped(const Topology& topology, const Placement& placement,
-                                    const coll::CollArgs& args, const coll::AlgorithmInfo& info,
-                                    const SimParams& params, const RankCopies& copies) {
+// Runs `first`. Collectives run back to back (a benchmark's loop, a training loop): on shaped
+// links, a link that idles at the end of one call starts the next with what its bucket gathered
+// meanwhile, a link busy to the end with none, so there the second of two calls is the one
+// reported: it stands for the loop.
+ReplayResult run_as_in_a_loop(FullReplay& first, const Topology& topology,
+                              const Placement& placement, const coll::CollArgs& args,
+                              const coll::AlgorithmInfo& info, const SimParams& params,
+                              const RankCopies& copies) {
+  ReplayResult result = first.run();
   bool shaped = false;
   for (const Link& l : topology.links()) shaped = shaped || l.burst_bytes > 0;
-  if (!shaped) return FullReplay(topology, placement, args, info, params, copies).run();
-  // Collectives run back to back (a benchmark's loop, a training loop): a link that idles at
-  // the end of one call starts the next with what its bucket gathered meanwhile, a link busy
-  // to the end with none. The second of two calls is the one that stands for the loop.
-  FullReplay first(topology, placement, args, info, params, copies);
-  first.run();
+  if (!shaped) return result;
   return FullReplay(topology, placement, args, info, params, copies, first.end_tokens()).run();
 }
 
@@ -499,8 +500,9 @@ ReplayResult replay_twice_if_shaped(const Topology& topology, const Placement& p
 ReplayResult replay_every_rank(const Topology& topology, const Placement& placement,
                                const coll::CollArgs& args, const coll::AlgorithmInfo& info,
                                const SimParams& params) {
-  return replay_twice_if_shaped(topology, placement, args, info, params,
-                                RankCopies::every_rank(placement.ranks));
+  const RankCopies copies = RankCopies::every_rank(placement.ranks);
+  FullReplay first(topology, placement, args, info, params, copies);
+  return run_as_in_a_loop(first, topology, placement, args, info, params, copies);
 }
 
 std::optional<InHostReplay> replay_in_host_copies(const Topology& topology,
@@ -514,18 +516,10 @@ std::optional<InHostReplay> replay_in_host_copies(const Topology& topology,
     if (l.fifo) return std::nullopt;
   const RankCopies copies = RankCopies::rotation_in_hosts(placement);
   if (!copies.relabel_sampled_hosts(args, info)) return std::nullopt;
-  bool shaped = false;
-  for (const Link& l : topology.links()) shaped = shaped || l.burst_bytes > 0;
+  FullReplay first(topology, placement, args, info, params, copies);
+  if (!first.paired()) return std::nullopt;
   InHostReplay out;
-  {
-    FullReplay first(topology, placement, args, info, params, copies);
-    if (!first.paired()) return std::nullopt;
-    out.result = first.run();
-    // On shaped links the second of two calls stands for the loop (replay_twice_if_shaped).
-    if (shaped)
-      out.result =
-          FullReplay(topology, placement, args, info, params, copies, first.end_tokens()).run();
-  }
+  out.result = run_as_in_a_loop(first, topology, placement, args, info, params, copies);
   out.exact = out.result.method == "in-host copies";
   return out;
 }
