@@ -3,6 +3,7 @@
 Usage: ps_rdma_ranks.py <case>; exits 0 when every check of the case holds on this rank.
 """
 import sys
+import time
 
 import numpy as np
 
@@ -92,12 +93,25 @@ def allocated_window():
     print(f"rank {me}: allocated window ok", flush=True)
 
 
+def pushes_in(values, mine, theirs, most):
+    """(j, k): a value made of j pushes of `mine` and k of `theirs` (at most `most` each), the
+    same for every element; fails when the values are anything else."""
+    first = float(values[0])
+    for j in range(most + 1):
+        for k in range(most + 1):
+            if abs(first - (j * mine + k * theirs)) < 1e-3:
+                assert np.allclose(values, j * mine + k * theirs, atol=1e-3), (j, k, values[:3])
+                return j, k
+    raise AssertionError(f"values {values[:3]} are no sum of pushes {mine} and {theirs}")
+
+
 def ps_numpy(consistency):
     kv = plait.ps.KVStore(servers=1, consistency=consistency, staleness=1 if consistency == "ssp" else 0)
     n = 70000
     weights = np.linspace(-1, 1, n).astype(np.float32)
     kv.register(1, weights, rule="sgd", lr=0.5, init=weights)
     kv.register(2, np.zeros(5, np.float64))
+    kv.register(4, np.zeros(7, np.int32))
     if kv.is_server:
         kv.finalize()
         return
@@ -117,18 +131,54 @@ def ps_numpy(consistency):
         moved = (weights - out) / 0.5
         assert np.allclose(moved, moved[0], atol=1e-3) and moved[0] > -1e-3, moved[:3]
         assert abs(moved[0] - round(moved[0])) < 1e-3, moved[:3]
-    grads = np.full(n, me + 1, np.float32)
+    # Worker w pushes 10^w, so that a value says how many pushes of each worker it holds.
+    assert w_count == 2, w_count
+    mine, theirs = 10 ** me, 10 ** (1 - me)
+    grads = np.full(n, mine, np.float32)
     for step in range(1, 4):
         work = kv.push_pull(1, grads, out)
         work.wait()
         if consistency == "bsp":
             assert work.version == step, work.version
-            mean = (w_count + 1) / 2
-            assert np.allclose(out, weights - 0.5 * mean * step, atol=1e-5), (step, out[:3])
+            assert np.allclose(out, weights - 0.5 * (mine + theirs) / 2 * step, atol=1e-5), (step, out[:3])
         else:
-            assert work.version <= step
+            # One SGD step of lr 0.5 per push, as it arrives: the value holds j of this
+            # worker's pushes and k of the other's, the same for every element, and the
+            # version is the fewer of the two (SSP, staleness 1: at least step - 1). j may be
+            # step - 1: the pull's request goes out before its push, and on shared memory the
+            # reply never held this call's own push (j = step - 1 in every run, 2026-12-06).
+            j, k = pushes_in((weights - out) / 0.5, mine, theirs, 3)
+            assert j <= step and work.version == min(j, k), (step, j, k, work.version)
+            if consistency == "ssp":
+                assert work.version >= step - 1, (step, work.version)
+    # Many keys in one call (f64 and i32, rule sum): each key's value, and the version is the
+    # smaller of the keys'.
     totals = np.zeros(5, np.float64)
-    kv.push_pull([2], [np.ones(5)], [totals]).wait()
+    ints = np.zeros(7, np.int32)
+    work = kv.push_pull([2, 4], [np.full(5, float(mine)), np.full(7, mine, np.int32)], [totals, ints])
+    work.wait()
+    if consistency == "bsp":
+        assert (totals == mine + theirs).all() and (ints == mine + theirs).all(), (totals, ints)
+        assert work.version == 1, work.version
+    else:
+        # Each push is added as it arrives.
+        versions = [min(pushes_in(v, mine, theirs, 1)) for v in (totals, ints)]
+        assert work.version == min(versions), (totals, ints, work.version)
+    if consistency != "bsp":
+        # Once the version says every worker's pushes are in, the values are exact.
+        def pull_at(version, keys, outs):
+            deadline = time.monotonic() + 30
+            while True:
+                work = kv.pull(keys, outs)
+                work.wait()
+                if work.version == version or time.monotonic() > deadline:
+                    return work.version
+                time.sleep(0.01)
+
+        assert pull_at(3, 1, out) == 3
+        assert np.allclose(out, weights - 0.5 * 3 * (mine + theirs), atol=1e-5), out[:3]
+        assert pull_at(1, [2, 4], [totals, ints]) == 1
+        assert (totals == mine + theirs).all() and (ints == mine + theirs).all(), (totals, ints)
     try:
         kv.push(1, np.zeros(10, np.float32))
         raise AssertionError("a wrong count was accepted")
