@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "ps/control.h"
 #include "ps/server.h"
 #include "ps/update_kernels.h"
 
@@ -132,22 +133,19 @@ void PsServer::on_message(const rdma::Completion& c, size_t slot) {
         ", which is not a worker, was ignored");
     return;
   }
-  switch (static_cast<wire::Kind>(c.header)) {
-    case wire::Kind::kPullRequest: {
-      wire::PullRequest request;
-      if (c.bytes != sizeof request) break;
-      std::memcpy(&request, inbox_[slot].data(), sizeof request);
-      on_pull(worker, request);
+  const wire::ToServer m = wire::decode_to_server(c.header, inbox_[slot].data(), c.bytes);
+  switch (m.what) {
+    case wire::ToServer::What::kPullRequest:
+      on_pull(worker, m.request);
       return;
-    }
-    case wire::Kind::kDone:
+    case wire::ToServer::What::kDone:
       done_[worker] = 1;
       send_control(worker, wire::Kind::kDoneAck, nullptr, 0);
       // Rounds that still need this worker's pushes can never complete.
       check_health();
       workers_changed_.notify_all();
       return;
-    default:
+    case wire::ToServer::What::kMalformed:
       break;
   }
   log(LogLevel::kError, "ps server rank ", rank_, ": malformed control message (kind ", c.header,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "ps/control.h"
 #include "ps/ps_work.h"
 #include "ps/worker.h"
 
@@ -96,44 +97,34 @@ void PsWorker::on_reply(const rdma::Completion& c) {
 }
 
 void PsWorker::on_control(const rdma::Completion& c, int server) {
-  const std::byte* msg = inbox_[server].data();
-  switch (static_cast<wire::Kind>(c.header)) {
-    case wire::Kind::kCredits: {
-      wire::Credits head;
-      if (c.bytes < sizeof head) break;
-      std::memcpy(&head, msg, sizeof head);
-      if (c.bytes != sizeof head + head.count * sizeof(uint32_t)) break;
-      for (uint32_t i = 0; i < head.count; ++i) {
-        uint32_t slot;
-        std::memcpy(&slot, msg + sizeof head + i * sizeof slot, sizeof slot);
+  const wire::ToWorker m = wire::decode_to_worker(c.header, inbox_[server].data(), c.bytes);
+  switch (m.what) {
+    case wire::ToWorker::What::kCredits:
+      for (uint32_t i = 0; i < m.count; ++i) {
+        const uint32_t slot = m.slot(i);
         if (!slots_[server].give_back(slot))
           log(LogLevel::kError, "ps worker rank ", rank_, ": server rank ", service_.servers[server],
               " handed back slot ", slot, ", which it did not hold");
       }
       pump();
       return;
-    }
-    case wire::Kind::kDoneAck:
+    case wire::ToWorker::What::kDoneAck:
       acked_[server] = 1;
       return;
-    case wire::Kind::kFailure: {
-      wire::FailureHeader head;
-      if (c.bytes < sizeof head) break;
-      std::memcpy(&head, msg, sizeof head);
-      const std::string why(reinterpret_cast<const char*>(msg) + sizeof head, c.bytes - sizeof head);
-      auto node = pulls_.extract(head.request);
+    case wire::ToWorker::What::kFailure: {
+      auto node = pulls_.extract(m.request);
       if (node.empty()) return;  // answered or failed already
       Task& t = *node.mapped();
       pull_by_dest_.erase({t.request.dest.key, t.request.dest_offset});
       task_done(t,
-                std::make_shared<const Error>(static_cast<ErrorCategory>(head.category), why,
+                std::make_shared<const Error>(m.category, std::string(m.reason),
                                               ErrorContext{.rank = rank_,
                                                            .peer = service_.servers[server],
                                                            .op = t.op->what}),
                 UINT64_MAX);
       return;
     }
-    default:
+    case wire::ToWorker::What::kMalformed:
       break;
   }
   log(LogLevel::kError, "ps worker rank ", rank_, ": malformed control message (kind ", c.header,
