@@ -174,11 +174,8 @@ void Aggregator::handle(const EventQueue::Event& e) {
         rank_gone(e.rank, *err);
         break;
       }
-      std::memcpy(&slot.parsed, slot.header.data(), sizeof slot.parsed);
-      if (slot.parsed.magic != wire::kContributionMagic || slot.parsed.step != e.step)
-        throw invalid_usage("rank " + std::to_string(e.rank) + " sent a malformed contribution to step " +
-                                std::to_string(e.step),
-                            ctx);
+      slot.parsed = wire::check_contribution(slot.header.data(), slot.header_work->bytes(), e.step,
+                                             e.rank, ctx);
       check_shape(st, e.step, e.rank, slot.parsed);
       arrived(st, e.step, e.rank);
       if (!slot.has_values) {

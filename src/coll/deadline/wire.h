@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "plait/error.h"
 #include "plait/types.h"
 
 namespace plait::deadline::wire {
@@ -28,6 +29,13 @@ struct ContributionHeader {
 };
 inline constexpr uint8_t kNoValues = 1;
 static_assert(sizeof(ContributionHeader) == 32);
+
+// A contribution header as the aggregator receives it from rank `rank` for step `step`:
+// `bytes` bytes arrived at `in` (a buffer of sizeof(ContributionHeader)). A pure function of
+// the peer's bytes, so that the aggregator and the fuzz target (fuzz/deadline_wire_fuzz.cc)
+// run the same checks. Throws plait::Error(kInvalidUsage) with `ctx`.
+ContributionHeader check_contribution(const char* in, size_t bytes, uint64_t step, int rank,
+                                      const ErrorContext& ctx);
 
 // Tags: the step's low 18 bits, then which message: 0 the header, 1.. the values' chunks.
 inline constexpr size_t kMaxChunks = 4095;
