@@ -222,7 +222,7 @@ void UcxFabric::hand_off() {
 }
 
 int UcxFabric::checked_source(int32_t source, const char* what) const {
-  if (source < 0 || source >= size_ || source == rank_ || !peers_[source]) {
+  if (source_rank(source, size_, rank_) < 0 || !peers_[source]) {
     log(LogLevel::kWarn, "rank ", rank_, ": ucx fabric '", name_, "': dropped a ", what,
         " that names rank ", source, ", which this provider does not serve");
     return -1;
@@ -248,13 +248,12 @@ void UcxFabric::on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
 ucs_status_t UcxFabric::on_goodbye(void* arg, const void* header, size_t header_bytes,
                                    void* data, size_t length, const ucp_am_recv_param_t* param) {
   auto& f = *static_cast<UcxFabric*>(arg);
-  int32_t source = -1;
-  if (header_bytes == sizeof source) std::memcpy(&source, header, sizeof source);
+  const int32_t source = goodbye_source(header, header_bytes);
   if (f.checked_source(source, "goodbye") < 0) return UCS_OK;
   f.peers_[source]->said_goodbye = true;
   std::string its_first_loss;  // a rendezvous descriptor is not the text: left out
   if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-    its_first_loss.assign(static_cast<const char*>(data), std::min<size_t>(length, kMaxDenialBytes));
+    its_first_loss = bounded_text(data, length);
   f.fail_peer(source, shut_down_reason(source, its_first_loss), true);
   return UCS_OK;
 }

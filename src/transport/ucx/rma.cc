@@ -256,8 +256,7 @@ ucs_status_t UcxFabric::on_key_reply(void* arg, const void* header, size_t heade
   }
   if (k.denied) {
     f.fail_waiting(source, k.key,
-                   prefix + std::string(static_cast<const char*>(data),
-                                        std::min<size_t>(length, kMaxDenialBytes)));
+                   prefix + std::string(bounded_text(data, length)));
     return UCS_OK;
   }
   RemoteRegion& r = it->second;

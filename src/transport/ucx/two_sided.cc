@@ -216,12 +216,11 @@ ucs_status_t UcxFabric::on_message(void* arg, const void* header, size_t header_
   auto& f = *static_cast<UcxFabric*>(arg);
   const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
   MessageHeader h;
-  if (header_bytes != sizeof h) {
+  if (!read_header(header, header_bytes, &h)) {
     log(LogLevel::kWarn, "rank ", f.rank_, ": ucx fabric '", f.name_, "': dropped a message with a ",
         header_bytes, "-byte header");
     return UCS_OK;  // inside the callback, UCS_OK drops a rendezvous descriptor too
   }
-  std::memcpy(&h, header, sizeof h);
   const int source = f.checked_source(h.source, "message");
   if (source < 0 || f.peers_[source]->failed.load()) return UCS_OK;
   Matcher::Arrival a = f.matcher_.arrive(source, h.tag, h.word, length, rndv, [&](Unexpected& e) {

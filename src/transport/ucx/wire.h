@@ -11,8 +11,11 @@
 // rules), and UCX still moves a large payload with zero copies.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace plait::transport::ucx {
@@ -92,6 +95,10 @@ std::vector<char> bytes_of(const T& header) {
   return std::vector<char>(p, p + sizeof header);
 }
 
+// What arrives is checked by pure functions of the peer's bytes, which the handlers call and
+// the fuzz target (fuzz/ucx_wire_fuzz.cc) runs: a header's size, the sender it names, a
+// hello's job, and the text a goodbye or a denial carries.
+
 // An arriving header of kind T: false (the message is dropped) when its size is not T's.
 template <typename T>
 bool read_header(const void* header, size_t header_bytes, T* out) {
@@ -100,7 +107,31 @@ bool read_header(const void* header, size_t header_bytes, T* out) {
   return true;
 }
 
+// The sender a header names, when it is one of the job's `size` ranks other than `self`
+// (whether this provider serves it is the fabric's to say); -1 otherwise: the message is
+// dropped.
+inline int source_rank(int32_t source, int size, int self) {
+  return source < 0 || source >= size || source == self ? -1 : source;
+}
+
+// A hello of this job's plait: the same magic, wire version and job size.
+inline bool hello_matches(const HelloHeader& h, int size) {
+  return h.magic == kHelloMagic && h.version == kWireVersion && h.size == size;
+}
+
+// kAmGoodbye's header is the sender's rank alone; -1 for a header of another size.
+inline int32_t goodbye_source(const void* header, size_t header_bytes) {
+  int32_t source = -1;
+  if (header_bytes == sizeof source) std::memcpy(&source, header, sizeof source);
+  return source;
+}
+
 // A denial's text is bounded: a reply is never a way to make the initiator allocate.
 inline constexpr size_t kMaxDenialBytes = 1024;
+
+// The text of a denial (kAmKeyReply) or a goodbye: at most kMaxDenialBytes of its data.
+inline std::string_view bounded_text(const void* data, size_t length) {
+  return {static_cast<const char*>(data), std::min<size_t>(length, kMaxDenialBytes)};
+}
 
 }  // namespace plait::transport::ucx

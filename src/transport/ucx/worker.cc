@@ -150,7 +150,7 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
     auto& f = *static_cast<UcxFabric*>(arg);
     HelloHeader h;
     if (!read_header(header, header_bytes, &h)) return UCS_OK;
-    if (h.magic != kHelloMagic || h.version != kWireVersion || h.size != f.size_) {
+    if (!hello_matches(h, f.size_)) {
       log(LogLevel::kWarn, "rank ", f.rank_, ": ucx fabric '", f.name_,
           "': dropped a hello that is not from this job's plait (version ", h.version,
           ", size ", h.size, ")");
