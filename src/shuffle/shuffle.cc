@@ -130,20 +130,10 @@ void Shuffle::Impl::send_locations() {
     rdma::Completion c = next(waiting.empty() ? "its location messages to be sent" : waiting);
     if (ctx_op(c.context) == Op::kLocationIn) {
       const int m = ctx_peer(c.context);
-      const size_t entries = c.bytes / sizeof(BlockWire);
-      const auto bad = [&](const std::string& why) {
-        return remote_error("mapper " + std::to_string(m) + " sent a location message of " +
-                                std::to_string(c.bytes) + " bytes: " + why,
-                            {.rank = rank_, .peer = m, .op = "shuffle"});
-      };
-      if (c.bytes % sizeof(BlockWire) != 0 || entries == 0) throw bad("not whole entries");
-      if (from_[m][0].offset != entries - 1) throw bad("its header counts " + std::to_string(from_[m][0].offset) + " blocks");
-      from_bytes_[m] = from_[m][0].bytes;
-      uint64_t sum = 0;
-      for (size_t i = 1; i < entries; ++i) sum += from_[m][i].bytes;
-      if (sum != from_bytes_[m]) throw bad("its blocks add up to " + std::to_string(sum) + " bytes, not " + std::to_string(from_bytes_[m]));
+      const Locations got = check_locations(from_[m].data(), c.bytes, options_.record_bytes, m, rank_);
+      from_bytes_[m] = got.total;
       from_[m].erase(from_[m].begin());
-      from_[m].resize(entries - 1);
+      from_[m].resize(got.blocks);
       have[m] = 1;
     }
     --expected;

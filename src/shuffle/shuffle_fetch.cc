@@ -40,9 +40,7 @@ bool Shuffle::Impl::serve(const rdma::Completion& c) {
     case Op::kRequestIn: {
       const int slot = static_cast<int>(ctx_id(c.context));
       RequestWire& in = request_in_[peer * kRequestSlots + slot];
-      if (c.bytes != sizeof(RequestWire))
-        throw remote_error("a read request of " + std::to_string(c.bytes) + " bytes",
-                           {.rank = rank_, .peer = peer, .op = "shuffle"});
+      check_request(c.bytes, peer, rank_);
       serve_queue_.push_back({peer, in});
       fabric_.recv(peer, &in, sizeof(RequestWire), tag(MsgKind::kRequest), *cq_,
                    ctx(Op::kRequestIn, peer, slot));
@@ -61,10 +59,7 @@ bool Shuffle::Impl::serve(const rdma::Completion& c) {
     const int b = serve_free_.back();
     serve_free_.pop_back();
     // A request past the file's end (a reducer's bug) gets no bytes: the reducer names it.
-    size_t bytes = 0;
-    if (spill_ && s.request.offset <= spill_->size() &&
-        s.request.bytes <= spill_->size() - s.request.offset)
-      bytes = s.request.bytes;
+    const size_t bytes = spill_ ? served_bytes(s.request, spill_->size()) : 0;
     if (serve_buffer_[b].size() < bytes) serve_buffer_[b] = Buffer(bytes);
     if (bytes > 0) spill_->read(s.request.offset, bytes, serve_buffer_[b].data());
     fabric_.send(s.peer, serve_buffer_[b].data(), bytes, tag(MsgKind::kData, s.request.id), 0, *cq_,

@@ -32,40 +32,9 @@
 #include "plait/rdma.h"
 #include "plait/shuffle.h"
 #include "shuffle/spill_file.h"
+#include "shuffle/wire.h"
 
 namespace plait::shuffle {
-
-struct BlockWire {  // one entry of a kLocation message, or a kTarget message
-  uint64_t addr = 0;  // the region's remote key (memory blocks)
-  uint64_t length = 0;
-  uint64_t key = 0;
-  uint64_t offset = 0;  // in the region, or in the spill file
-  uint64_t bytes = 0;
-  uint64_t in_file = 0;  // 1: in the mapper's spill file
-};
-static_assert(sizeof(BlockWire) == 48);
-
-struct RequestWire {  // a kRequest message
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
-  uint64_t id = 0;
-};
-
-struct CreditWire {  // a kCredit message
-  uint64_t block = 0;   // which of the mapper's blocks for this reducer (its location order)
-  uint64_t offset = 0;  // in the block
-  uint64_t bytes = 0;
-  uint64_t id = 0;      // the kWritten message's tag
-  uint64_t addr = 0;    // the reducer's window region (remote key) ...
-  uint64_t length = 0;
-  uint64_t key = 0;
-  uint64_t window = 0;  // ... and the offset of the window in it
-};
-static_assert(sizeof(CreditWire) == 64);
-
-enum class MsgKind : uint64_t {
-  kLocation = 1, kTarget = 2, kDone = 3, kRequest = 4, kData = 5, kCredit = 6, kWritten = 7
-};
 
 class Shuffle::Impl {
  public:

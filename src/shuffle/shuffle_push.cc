@@ -85,11 +85,7 @@ void Shuffle::Impl::push_round(Buffer& out, const std::vector<uint64_t>& at) {
       case Op::kTargetIn: {
         --messages;
         have_target[peer] = 1;
-        if (to_[peer].bytes != part_bytes_[peer])
-          throw remote_error("reducer expects " + std::to_string(to_[peer].bytes) +
-                                 " bytes of partition " + std::to_string(peer) + ", we have " +
-                                 std::to_string(part_bytes_[peer]),
-                             {.rank = rank_, .peer = peer, .op = "shuffle"});
+        check_target(to_[peer], c.bytes, part_bytes_[peer], peer, rank_);
         uint64_t to = 0;
         for (const Run& run : runs_) {
           const uint8_t* segment = run.bytes[peer] > 0 ? run_data(run) + run.offset[peer] : nullptr;
@@ -145,17 +141,7 @@ bool Shuffle::Impl::serve_credit(const rdma::Completion& c) {
       const int slot = static_cast<int>(ctx_id(c.context));
       CreditWire& in = credit_in_[peer * kRequestSlots + slot];
       // A credit for bytes we do not have (a reducer's bug) is refused here, not written.
-      const std::vector<BlockWire>& blocks = own_[peer];
-      const bool whole = c.bytes == sizeof(CreditWire);
-      if (!whole || in.block + 1 >= blocks.size() || in.offset > blocks[in.block + 1].bytes ||
-          in.bytes > blocks[in.block + 1].bytes - in.offset)
-        throw remote_error(
-            whole ? "a credit for bytes " + std::to_string(in.offset) + ".." +
-                        std::to_string(in.offset + in.bytes) + " of block " + std::to_string(in.block) +
-                        " of partition " + std::to_string(peer) + ", which has " +
-                        std::to_string(blocks.size() - 1) + " blocks"
-                  : "a credit message of " + std::to_string(c.bytes) + " bytes",
-            {.rank = rank_, .peer = peer, .op = "shuffle"});
+      check_credit(in, c.bytes, own_[peer], peer, rank_);
       push_queue_.push_back({peer, in, -1});
       fabric_.recv(peer, &in, sizeof(CreditWire), tag(MsgKind::kCredit), *cq_,
                    ctx(Op::kCreditIn, peer, slot));
