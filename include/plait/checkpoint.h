@@ -7,7 +7,9 @@
 // fsyncs the directory: whatever happens meanwhile (a kill, a full disk, a power cut), `path`
 // holds the old file or the new one, never a part. A file is a 56-byte header (magic, format
 // version, payload bytes, SHA-256 of the payload) and the payload; read_file returns the
-// payload only when all of it is there and its digest matches.
+// payload only when all of it is there and its digest matches. The digest is unkeyed and in
+// the file it covers: it detects corruption and torn writes, not tampering (whoever can write
+// the file can write a matching digest).
 #pragma once
 
 #include <cstddef>

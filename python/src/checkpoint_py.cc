@@ -1,5 +1,5 @@
 // plait.checkpoint files from Python (plait/checkpoint.h): bytes written atomically with a
-// SHA-256, read back only whole and unaltered.
+// SHA-256, read back only whole and uncorrupted (the digest is unkeyed: a rewrite passes).
 #include <pybind11/pybind11.h>
 
 #include <string>

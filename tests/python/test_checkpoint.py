@@ -1,6 +1,7 @@
 """plait.torch.checkpoint: a checkpoint restores model, optimizer and RNGs exactly; a cut
 short or altered one is skipped for the one before; a model of another shape is refused; and
 the DDP example, stopped and resumed, ends with the bytes of a run never interrupted."""
+import io
 import os
 import subprocess
 import sys
@@ -89,6 +90,84 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path):
         checkpoint.restore(str(tmp_path), other, other_opt)
     with pytest.raises(plait.InvalidUsageError, match="keep=0"):
         checkpoint.Checkpointer(str(tmp_path), keep=0)
+
+
+class _RunsCode:
+    """Unpickled, it writes `path`: what an attacker who can write the checkpoint could run."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (exec, (f"open({self.path!r}, 'w').write('ran')",))
+
+
+def _has_weights_only():
+    import inspect
+    return "weights_only" in inspect.signature(torch.load).parameters
+
+
+@pytest.mark.skipif(not _has_weights_only(), reason="torch.load has no weights_only")
+def test_a_rehashed_checkpoint_whose_pickle_would_run_code_is_refused(tmp_path):
+    """The SHA-256 is in the file, unkeyed: whoever can write the file can write a new one
+    with a matching digest. A payload that names anything but tensors and plain data is then
+    refused by the load, not run."""
+    d, ran = str(tmp_path / "ckpt"), tmp_path / "ran"
+    model, opt = trained()
+    where = checkpoint.save(d, 5, model, opt)
+    path = os.path.join(where, "rank-0.plait")
+    buf = io.BytesIO()
+    torch.save({"step": 5, "world": 1, "rank": 0, "model": _RunsCode(str(ran)), "optimizer": None,
+                "extra": None, "rng": None, "hook": None}, buf)
+    plait._plait.checkpoint_write(path, buf.getbuffer())
+    assert plait._plait.checkpoint_verify(path)[0]  # the digest matches: only the load can tell
+    fresh, fresh_opt = trained(seed=1)
+    with pytest.raises(Exception) as refused:
+        checkpoint.restore(d, fresh, fresh_opt)
+    assert not ran.exists(), "the checkpoint's pickle ran code"
+    assert isinstance(refused.value, plait.Error), repr(refused.value)
+    assert "rank-0.plait" in str(refused.value), refused.value
+
+
+def test_state_beyond_tensors_comes_back_with_its_types_and_anything_else_is_refused(tmp_path):
+    """The payload holds only what a weights-only load reads (torch 1.13's cannot read a
+    float): the rest is encoded, and comes back equal and of the same type."""
+    import collections
+    import numpy as np
+    meta = collections.OrderedDict(a=1)
+    ordered = collections.OrderedDict([("w", torch.arange(3.0)), ("h", torch.ones(2, dtype=torch.bfloat16))])
+    ordered._metadata = collections.OrderedDict([("", {"version": 2})])
+    extra = {"floats": [0.1, -0.0, float("inf"), 1e-310], "nan": float("nan"), 7: (1, "x", None, True),
+             (2, "k"): {"set": {1, 2}, "frozen": frozenset({"a"}), "bytes": b"\x00\xff", "ba": bytearray(b"z")},
+             "np": np.arange(6, dtype=np.uint32).reshape(2, 3), "np_empty": np.zeros((0, 4), np.float16),
+             "np_scalar": np.float32(2.5), "np_int": np.int64(-3), "complex": 1 + 2j, "dtype": torch.float16,
+             "size": torch.Size([2, 3]), "device": torch.device("cpu"), "ordered": ordered, "meta": meta,
+             "param": torch.nn.Parameter(torch.ones(2))}
+    model, opt = trained()
+    checkpoint.save(str(tmp_path), 1, model, opt, extra=extra)
+    fresh, fresh_opt = trained(seed=1)
+    _, got = checkpoint.restore(str(tmp_path), fresh, fresh_opt)
+    assert got["floats"] == extra["floats"] and str(got["floats"][1]) == "-0.0"
+    assert got["nan"] != got["nan"] and got[7] == (1, "x", None, True)
+    inner = got[(2, "k")]
+    assert inner == {"set": {1, 2}, "frozen": frozenset({"a"}), "bytes": b"\x00\xff", "ba": bytearray(b"z")}
+    assert type(inner["ba"]) is bytearray and type(inner["frozen"]) is frozenset
+    assert got["np"].dtype == np.uint32 and np.array_equal(got["np"], extra["np"]) and got["np"].flags.writeable
+    assert got["np_empty"].shape == (0, 4) and got["np_empty"].dtype == np.float16
+    assert type(got["np_scalar"]) is np.float32 and got["np_scalar"] == 2.5
+    assert type(got["np_int"]) is np.int64 and got["np_int"] == -3
+    assert got["complex"] == 1 + 2j and got["dtype"] is torch.float16
+    assert type(got["size"]) is torch.Size and got["size"] == (2, 3) and got["device"] == torch.device("cpu")
+    assert type(got["ordered"]) is collections.OrderedDict and list(got["ordered"]) == ["w", "h"]
+    assert got["ordered"]._metadata == {"": {"version": 2}} and got["ordered"]["h"].dtype == torch.bfloat16
+    assert torch.equal(got["param"], extra["param"]) and type(got["meta"]) is collections.OrderedDict
+    assert fresh_opt.state_dict()["param_groups"][0]["lr"] == 0.01  # a float, through the load
+
+    class Sampler:
+        pass
+    with pytest.raises(plait.InvalidUsageError, match=r"\['extra'\]\['sampler'\] is a .*Sampler"):
+        checkpoint.save(str(tmp_path), 2, model, opt, extra={"sampler": Sampler()})
+    assert sorted(os.listdir(tmp_path)) == ["step-0000000001"]
 
 
 def run_example(ranks, *args, launcher=()):
