@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,15 @@ class KVStore {
   virtual int rank() const = 0;
   virtual Consistency consistency() const = 0;
 
+  // A key's element count and type as registered; nullopt for a key never registered. The
+  // many-key calls below take bare pointers: a binding that holds sized buffers checks them
+  // against this first (each pull buffer is written for the key's whole size).
+  struct KeyShape {
+    size_t count = 0;
+    DataType dtype = DataType::kF32;
+  };
+  virtual std::optional<KeyShape> key_shape(uint64_t key) const = 0;
+
   // Collective over every rank, workers and servers, with the same specs in the same order.
   // Throws kInvalidUsage for a key registered twice, a zero count, an optimizer on an
   // integer key, or specs that differ between ranks (naming the rank).
@@ -154,7 +164,8 @@ class KVStore {
   virtual PsWorkPtr pull(uint64_t key, void* out, size_t count, DataType dtype) = 0;
   virtual PsWorkPtr push_pull(uint64_t key, const void* data, void* out, size_t count,
                               DataType dtype) = 0;
-  // Many keys in one call: one Work for all of them (version: the smallest).
+  // Many keys in one call: one Work for all of them (version: the smallest). Each buffer
+  // holds its key's whole registered size (key_shape()); nothing here can check that.
   virtual WorkPtr push(const std::vector<uint64_t>& keys, const std::vector<const void*>& data) = 0;
   virtual PsWorkPtr pull(const std::vector<uint64_t>& keys, const std::vector<void*>& out) = 0;
   virtual PsWorkPtr push_pull(const std::vector<uint64_t>& keys,

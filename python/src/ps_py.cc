@@ -108,33 +108,60 @@ class PyKVStore {
   ps::KVStore& kv() const { return *kv_; }
 
  private:
-  // One key (an int) or a list of keys, with one buffer or a list of buffers each.
+  // One key (an int) or a list of keys, with one buffer or a list of buffers each. Every
+  // buffer is checked against its key's registered shape before anything is sent: the
+  // servers write a key's whole size into each pull buffer and a push reads as much.
   PyWork call(py::object keys, py::object data, py::object out) {
     in_flight_->reap();
+    const char* op = data.is_none() ? "ps pull" : out.is_none() ? "ps push" : "ps push_pull";
+    const ErrorContext ctx{.rank = kv_->rank(), .op = op};
     const bool many = py::isinstance<py::list>(keys) || py::isinstance<py::tuple>(keys);
     std::vector<uint64_t> ids;
     std::vector<py::object> ins, outs;
+    auto items = [&](py::object buffers, const char* what, std::vector<py::object>& into) {
+      if (buffers.is_none()) return;
+      if (!many) {
+        into.push_back(buffers);
+        return;
+      }
+      if (!py::isinstance<py::list>(buffers) && !py::isinstance<py::tuple>(buffers))
+        throw invalid_usage(std::string("a list of keys takes a list of ") + what + " buffers", ctx);
+      for (py::handle b : buffers) into.push_back(py::reinterpret_borrow<py::object>(b));
+      if (into.size() != ids.size())
+        throw invalid_usage(std::to_string(ids.size()) + " keys and " + std::to_string(into.size()) +
+                                " " + what + " buffers",
+                            ctx);
+    };
     if (many) {
       for (py::handle k : keys) ids.push_back(k.cast<uint64_t>());
-      if (!data.is_none()) for (py::handle d : data) ins.push_back(py::reinterpret_borrow<py::object>(d));
-      if (!out.is_none()) for (py::handle o : out) outs.push_back(py::reinterpret_borrow<py::object>(o));
     } else {
       ids.push_back(keys.cast<uint64_t>());
-      if (!data.is_none()) ins.push_back(data);
-      if (!out.is_none()) outs.push_back(out);
     }
+    items(data, "data", ins);
+    items(out, "out", outs);
     std::vector<BufferRef> pinned;
     std::vector<const void*> src;
     std::vector<void*> dst;
-    for (auto& d : ins) {
-      pinned.push_back(std::make_shared<BufferView>(d, false, "data"));
-      src.push_back(pinned.back()->data());
-    }
-    for (auto& o : outs) {
-      pinned.push_back(std::make_shared<BufferView>(o, true, "out"));
-      dst.push_back(pinned.back()->data());
-    }
-    // Single keys go through the checks of the typed calls (dtype and count of the buffer).
+    auto pin = [&](const py::object& b, bool writable, size_t i) {
+      const std::string what = (writable ? "the out buffer of key " : "the data of key ") + std::to_string(ids[i]);
+      BufferRef v;
+      try {
+        v = std::make_shared<BufferView>(b, writable, what.c_str());
+      } catch (const Error& e) {
+        throw e.with_context(ctx);
+      }
+      // An unregistered key is refused below, by the call itself, with the same words.
+      if (const auto shape = kv_->key_shape(ids[i]); shape && (v->count() != shape->count || v->dtype() != shape->dtype))
+        throw invalid_usage("key " + std::to_string(ids[i]) + " holds " + std::to_string(shape->count) +
+                                " elements (" + std::string(to_string(shape->dtype)) + "); " + what +
+                                " has " + std::to_string(v->count()) + " (" +
+                                std::string(to_string(v->dtype())) + ")",
+                            ctx);
+      pinned.push_back(std::move(v));
+      return pinned.back()->data();
+    };
+    for (size_t i = 0; i < ins.size(); ++i) src.push_back(pin(ins[i], false, i));
+    for (size_t i = 0; i < outs.size(); ++i) dst.push_back(pin(outs[i], true, i));
     WorkPtr work;
     {
       py::gil_scoped_release nogil;

@@ -183,6 +183,12 @@ class KVStoreImpl final : public KVStore {
     return worker_call(OpKind::kPushPull, keys, &data, &out, "ps push_pull");
   }
 
+  std::optional<KeyShape> key_shape(uint64_t key) const override {
+    const KeyInfo* k = keys_.find(key);
+    if (!k) return std::nullopt;
+    return KeyShape{.count = k->count, .dtype = k->dtype};
+  }
+
   void finalize() override {
     check_open("ps finalize");
     finalized_ = true;

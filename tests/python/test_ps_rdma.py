@@ -68,3 +68,12 @@ def test_ps_example_trains_fashion_mnist(mode):
     # stale the updates it applied were, which the machine's load decides: 0.80 as a rule,
     # 0.7748 once under CI's load.
     assert accuracy > (0.78 if "bsp" in mode else 0.72), out
+
+
+def test_ps_refuses_buffers_that_do_not_fit_their_key():
+    cmd = [PLAIT, "run", "-n", "3", "--", sys.executable,
+           os.path.join(HERE, "ps_buffer_checks_ranks.py")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert out.count("ps buffer checks ok") == 2, out
