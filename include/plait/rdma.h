@@ -201,7 +201,9 @@ class Fabric {
 
 // A completion thread: drains one queue on a thread of its own and hands each completion
 // to `handler` (the "separate completion thread" of an RDMA design). The handler runs on
-// that thread, one completion at a time; it must not throw. Stops and joins on destruction.
+// that thread, one completion at a time; it must not throw. Stops and joins on destruction;
+// destroyed (or stopped) from its own handler, it lets that call return and then ends by
+// itself without touching the queue again (the handler and what it holds live until then).
 class CompletionThread {
  public:
   using Handler = std::function<void(const Completion&)>;
@@ -213,9 +215,9 @@ class CompletionThread {
   void stop();
 
  private:
+  struct Shared;  // what the thread itself holds: the stop flag and the handler
   CompletionQueue& cq_;
-  Handler handler_;
-  std::atomic<bool> stopping_{false};
+  std::shared_ptr<Shared> shared_;
   std::thread thread_;
 };
 

@@ -1,3 +1,4 @@
+// rdma::CompletionThread (plait/rdma.h).
 #include "core/log.h"
 #include "plait/rdma.h"
 
@@ -10,14 +11,22 @@ constexpr std::chrono::milliseconds kStopCheck{100};
 
 }  // namespace
 
+// Held by the thread as well as by the object, so that a handler which destroys the object
+// returns into state that still exists; the flag is read before every wait.
+struct CompletionThread::Shared {
+  std::atomic<bool> stopping{false};
+  Handler handler;
+};
+
 CompletionThread::CompletionThread(CompletionQueue& cq, Handler handler)
-    : cq_(cq), handler_(std::move(handler)) {
-  thread_ = std::thread([this] {
+    : cq_(cq), shared_(std::make_shared<Shared>()) {
+  shared_->handler = std::move(handler);
+  thread_ = std::thread([shared = shared_, &cq] {
     Completion c;
-    while (!stopping_.load(std::memory_order_acquire)) {
-      if (!cq_.wait(&c, kStopCheck)) continue;
+    while (!shared->stopping.load(std::memory_order_acquire)) {
+      if (!cq.wait(&c, kStopCheck)) continue;
       try {
-        handler_(c);
+        shared->handler(c);
       } catch (const std::exception& e) {
         // A library never lets an exception end its host process.
         log(LogLevel::kError, "completion thread: the handler threw: ", e.what());
@@ -29,9 +38,13 @@ CompletionThread::CompletionThread(CompletionQueue& cq, Handler handler)
 CompletionThread::~CompletionThread() { stop(); }
 
 void CompletionThread::stop() {
-  stopping_.store(true, std::memory_order_release);
+  shared_->stopping.store(true, std::memory_order_release);
   cq_.interrupt();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id())
+    thread_.detach();  // our own handler: it returns, and the loop ends at its flag
+  else
+    thread_.join();
 }
 
 }  // namespace plait::rdma
