@@ -9,8 +9,11 @@
 // How each method moves:
 //   fp16, bf16     allreduce of the 16-bit values (summed in 16 bits, as NCCL's half sums)
 //   int8           allreduce (max) of the chunks' scales, then every rank quantises with the
-//                  shared scales at min(levels, 127 / ranks) levels, so that the int8 sum
-//                  cannot overflow, and an int8 allreduce
+//                  shared scales and an integer allreduce sums the quanta, on a wire whose
+//                  integers hold ranks x levels, so that the sum cannot overflow at any rank
+//                  count: up to 127 ranks int8 at min(levels, 127 / ranks) levels; up to
+//                  32767 two 16-bit lanes per int32 at min(levels, 32767 / ranks); beyond,
+//                  int32
 //   randomk        the ranks draw the same indices (same seed, same calls): an allreduce of
 //                  the k values
 //   powersgd       allreduce of P, orthonormalisation, Q = M^T P, allreduce of Q (PowerSGD's

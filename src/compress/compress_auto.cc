@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "compress/kernels.h"
+#include "compress/quantized_sum.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "plait/error.h"
@@ -64,7 +65,7 @@ Moves moves_of(Method m) {
     case Method::kFp16:
     case Method::kBf16:
     case Method::kRandomK: return {1, false};
-    case Method::kInt8: return {2, false};      // the scales' max, then the int8 sum
+    case Method::kInt8: return {2, false};      // the scales' max, then the quanta's sum
     case Method::kPowerSgd: return {2, false};  // P, then Q
     case Method::kThreshold: return {2, true};  // the sizes, then an allgatherv
     default: return {1, true};                  // sign, topk
@@ -122,7 +123,13 @@ double AutoCompression::predict(std::optional<Method> method, size_t count) cons
   if (!method) return alpha_s_ + (w > 1 ? 2.0 * (w - 1) / w : 0.0) * 4.0 * count / bytes_per_s_;
   const double values_per_s = speed(*method);  // throws for a method that is not a candidate
   const Moves mv = moves_of(*method);
-  const double wire = static_cast<double>(compressors_.at(*method)->max_wire_bytes(count));
+  const Compressor& c = *compressors_.at(*method);
+  double wire = static_cast<double>(c.max_wire_bytes(count));
+  if (*method == Method::kInt8) {
+    // Past 127 ranks the quanta are summed on a wider wire (quantized_sum.h).
+    const size_t chunks = (count + c.params().chunk - 1) / c.params().chunk;
+    wire = static_cast<double>(4 * chunks + detail::plan_quantized_sum(ranks_, c.params().levels).bytes(count));
+  }
   const double share = mv.gathered ? w - 1 : (w > 1 ? 2.0 * (w - 1) / w : 0.0);
   return mv.messages * alpha_s_ + share * wire / bytes_per_s_ + count / values_per_s;
 }

@@ -8,6 +8,7 @@
 #include "compress/compressors.h"
 #include "compress/kernels.h"
 #include "compress/power_sgd.h"
+#include "compress/quantized_sum.h"
 #include "core/clock.h"
 
 namespace plait::compress {
@@ -52,7 +53,8 @@ void cast_path(Communicator& comm, float* data, size_t count, const Compressor& 
   st->path = c.method() == Method::kFp16 ? "allreduce f16" : "allreduce bf16";
 }
 
-// int8: shared scales, levels cut so that the ranks' int8 values sum without overflow.
+// int8: shared scales; every rank quantises at the levels whose sum over the ranks the wire's
+// integers hold (quantized_sum.h), and an integer allreduce sums the quanta.
 void int8_path(Communicator& comm, float* data, size_t count, const Compressor& c, State* state,
                AllreduceStats* st, Phases& ph) {
   const Params& p = c.params();
@@ -70,22 +72,29 @@ void int8_path(Communicator& comm, float* data, size_t count, const Compressor& 
   ph.compressed();
   wait(comm.allreduce(scales.data(), scales.data(), chunks, DataType::kF32, ReduceOp::kMax));
   ph.communicated();
-  const int levels = std::max(1, std::min(p.levels, 127 / comm.size()));
+  const detail::QuantizedSum plan = detail::plan_quantized_sum(comm.size(), p.levels);
   std::vector<int8_t> q(count);
   const uint64_t noise = detail::call_noise(p, state);
   detail::for_each_chunk(count, p.chunk, [&](size_t c, size_t first, size_t len) {
     kernels::quantize_int8(src + first, q.data() + first, resid ? resid + first : nullptr, len, scales[c],
-                           levels, kernels::mix64(noise ^ (static_cast<uint64_t>(comm.rank()) << 40) ^ c));
+                           plan.levels, kernels::mix64(noise ^ (static_cast<uint64_t>(comm.rank()) << 40) ^ c));
   });
   if (state) state->calls += 1;
-  st->wire_bytes = chunks * 4 + count;
+  std::vector<std::byte> packed;
+  void* wire = q.data();
+  if (plan.wire != detail::QuantizedSum::Wire::kI8) {
+    packed.resize(plan.bytes(count));
+    detail::pack_quanta(plan, q.data(), count, packed.data());
+    wire = packed.data();
+  }
+  st->wire_bytes = chunks * 4 + plan.bytes(count);
   ph.compressed();
-  wait(comm.allreduce(q.data(), q.data(), count, DataType::kI8, ReduceOp::kSum));
+  wait(comm.allreduce(wire, wire, plan.elements(count), plan.dtype(), ReduceOp::kSum));
   ph.communicated();
   detail::for_each_chunk(count, p.chunk, [&](size_t c, size_t first, size_t len) {
-    kernels::dequantize_int8(q.data() + first, data + first, len, scales[c] / static_cast<float>(levels), false);
+    detail::dequantize_sums(plan, wire, first, len, scales[c] / static_cast<float>(plan.levels), data + first);
   });
-  st->path = "allreduce i8 (" + std::to_string(levels) + " levels)";
+  st->path = "allreduce " + plan.describe();
 }
 
 // randomk: the same indices on every rank, so the values are summed in place.

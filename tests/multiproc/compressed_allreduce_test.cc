@@ -172,6 +172,33 @@ ChildMode auto_mode("compress_auto", auto_child);
 
 class CompressedAllreduce : public ::testing::TestWithParam<int> {};
 
+// int8 at many ranks: every rank's values are the chunk's scale, so each quantum is the top
+// level and the sum of the quanta is ranks x levels, the largest the wire must hold. The mean
+// is then 1 (to the f32 rounding of the scale / levels step). (Up to 127 ranks int8 holds it; at 128 the int8 sum of 1 level wrapped:
+// the mean came back as -1.)
+int int8_many_child() {
+  auto comm = Communicator::create(bootstrap_from_env(60s));
+  auto c = compress::Compressor::create(compress::Method::kInt8, {});
+  std::vector<float> v(3000, 1.0f);
+  v[7] = -1.0f;
+  const auto stats = compress::allreduce(*comm, v.data(), v.size(), *c, nullptr, true);
+  for (size_t i = 0; i < v.size(); ++i)
+    CHECK_OR_FAIL(std::fabs(v[i] - (i == 7 ? -1.0f : 1.0f)) < 1e-5f, "value %zu is %g after %s", i, static_cast<double>(v[i]),
+                  stats.path.c_str());
+  if (comm->rank() == 0) std::printf("int8 at %d ranks: %s\n", comm->size(), stats.path.c_str());
+  std::printf("int8 many ok\n");
+  return 0;
+}
+ChildMode int8_many_mode("compress_int8_many", int8_many_child);
+
+TEST(CompressedAllreduceInt8, TheSumOfTheTopLevelFitsAt130Ranks) {
+  JobResult r = run_job(130, "compress_int8_many", {{"PLAIT_TIMEOUT", "120000"}}, 600);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "int8 many ok"), 130u) << r.output;
+  EXPECT_NE(r.output.find("int8 at 130 ranks: allreduce i16 pairs in i32 (127 levels)"), std::string::npos)
+      << r.output;
+}
+
 TEST_P(CompressedAllreduce, EveryMethodAgreesKeepsItsBooksAndIsTheSumOfTheWires) {
   const int ranks = GetParam();
   JobResult r = run_job(ranks, "compressed_allreduce", {{"PLAIT_TIMEOUT", "60000"}, {"PLAIT_TEST_HOSTS", "2"}}, 300);
