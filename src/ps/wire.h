@@ -5,7 +5,7 @@
 //                 immediate = PushImm (partition id and kind)
 //     pull reply  server -> the worker's registered buffer at the partition's offset;
 //                 immediate = the version's low 32 bits (the worker knows the rest: the
-//                 version is at most its own clock, and never 2^32 behind it)
+//                 version is within 2^31 of its own clock, see version_near)
 //   control       two-sided eager messages, tag kToServer / kToWorker
 //     PullRequest worker -> server: which partition, at which clock, into which buffer
 //     Done        worker -> server: no more requests from this worker
@@ -35,6 +35,14 @@ inline uint32_t push_imm(uint32_t partition, PushKind kind) {
 }
 inline uint32_t imm_partition(uint32_t imm) { return imm & (kMaxPartitions - 1); }
 inline PushKind imm_kind(uint32_t imm) { return static_cast<PushKind>(imm >> 24); }
+
+// The version whose low 32 bits are `low`, nearest to `clock`: the one within 2^31 of it,
+// behind (slower workers) or ahead (BSP rounds that went on with backup workers).
+inline uint64_t version_near(uint64_t clock, uint32_t low) {
+  const auto ahead = static_cast<int32_t>(low - static_cast<uint32_t>(clock));
+  const uint64_t v = clock + static_cast<uint64_t>(static_cast<int64_t>(ahead));
+  return ahead < 0 && clock < static_cast<uint64_t>(-static_cast<int64_t>(ahead)) ? low : v;
+}
 
 struct PullRequest {
   uint32_t partition = 0;

@@ -89,10 +89,11 @@ void PsWorker::on_reply(const rdma::Completion& c) {
   auto node = pulls_.extract(where->second);
   pull_by_dest_.erase(where);
   Task& t = *node.mapped();
-  // The immediate holds the version's low 32 bits; the version is at most this worker's own
-  // clock and never 2^32 behind it.
+  // The immediate holds the version's low 32 bits; the version is within 2^31 of this
+  // worker's own clock, behind it (others are slower) or ahead of it (with backup workers,
+  // rounds go on without a slow worker).
   const uint64_t clock = parts_[t.partition].clock;
-  const uint64_t version = clock - static_cast<uint32_t>(static_cast<uint32_t>(clock) - c.imm);
+  const uint64_t version = wire::version_near(clock, c.imm);
   task_done(t, nullptr, version);
 }
 

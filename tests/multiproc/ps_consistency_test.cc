@@ -212,6 +212,53 @@ TEST(PsBackup, ARoundIsAppliedWithTheFirstWorkersAndTheLateOneDroppedOrFolded) {
   }
 }
 
+// BSP with one backup worker, rounds run ahead of the slow worker: workers 0-2 finish rounds
+// 1-3 without worker 3, which then pushes its first gradient (late, dropped) and pulls at
+// clock 1. The parameters it gets are round 3's, so its version is 3: more than its own
+// clock. (The version was rebuilt from the immediate's low 32 bits as at most the worker's
+// clock: 1 - (2^32 - 2) wrapped to about 1.8e19.)
+int backup_ahead_child() {
+  auto bootstrap = bootstrap_from_env(30s);
+  auto comm = Communicator::create(bootstrap, {.name = "test"});
+  ps::Options o;
+  o.servers = 1;
+  o.backup_workers = 1;
+  auto kv = KVStore::create(bootstrap, o);
+  const size_t n = 1024;
+  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
+  if (kv->is_server()) {
+    kv->finalize();
+    return 0;
+  }
+  const int me = kv->worker_index();
+  auto workers = comm->subgroup({0, 1, 2, 3});
+  std::vector<float> g(n, static_cast<float>(1 << me)), out(n);
+  auto step = [&](int clock) {
+    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
+    wk->wait();
+    for (size_t i = 1; i < n; ++i)
+      if (out[i] != out[0]) return std::string("values differ");
+    return "version " + std::to_string(wk->version()) + " value " + std::to_string(static_cast<int>(out[0])) +
+           " at clock " + std::to_string(clock);
+  };
+  if (me < 3)
+    for (int clock = 1; clock <= 3; ++clock) std::printf("%s\n", step(clock).c_str());
+  workers->barrier()->wait();  // rounds 1-3 applied
+  if (me == 3) std::printf("late %s\n", step(1).c_str());
+  kv->finalize();
+  std::printf("worker %d: ps backup ahead ok\n", me);
+  return 0;
+}
+ChildMode backup_ahead_mode("ps_backup_ahead", backup_ahead_child);
+
+TEST(PsBackup, APullBehindTheRoundsSaysTheVersionItGot) {
+  JobResult r = run_job(5, "ps_backup_ahead", {{"PLAIT_TIMEOUT", "60000"}}, 300);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "ps backup ahead ok"), 4u) << r.output;
+  EXPECT_EQ(count_of(r.output, "] version 3 value 7 at clock 3"), 3u) << r.output;
+  EXPECT_EQ(count_of(r.output, "late version 3 value 7 at clock 1"), 1u) << r.output;
+}
+
 int backup_bad_child() {
   auto bootstrap = bootstrap_from_env(30s);
   try {

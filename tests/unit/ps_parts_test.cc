@@ -12,6 +12,7 @@
 #include "ps/partition.h"
 #include "ps/slot_ring.h"
 #include "ps/update_kernels.h"
+#include "ps/wire.h"
 
 namespace plait::ps {
 namespace {
@@ -142,6 +143,26 @@ void reference(const Update& u, std::vector<double>& w, std::vector<double>& m, 
       }
     }
   }
+}
+
+// A pull reply's immediate is the version's low 32 bits; the worker restores the rest from
+// its clock. With backup workers the version runs ahead of a slow worker's clock (clock 1,
+// version 3 once came back as 1 - (2^32 - 2), about 1.8e19).
+TEST(PsWire, TheVersionIsRestoredBehindOrAheadOfTheClock) {
+  const uint64_t wrap = uint64_t{1} << 32;
+  EXPECT_EQ(wire::version_near(1, 3), 3u);
+  EXPECT_EQ(wire::version_near(10, 7), 7u);
+  EXPECT_EQ(wire::version_near(0, 0), 0u);
+  EXPECT_EQ(wire::version_near(wrap + 5, 3), wrap + 3);       // behind, across a wrap
+  EXPECT_EQ(wire::version_near(wrap - 1, 2), wrap + 2);       // ahead, across a wrap
+  EXPECT_EQ(wire::version_near(5 * wrap + 9, 9), 5 * wrap + 9);
+  EXPECT_EQ(wire::version_near(1, 0xffffffffu), 0xffffffffu);  // never below 0
+  for (uint64_t clock : {uint64_t{0}, uint64_t{1}, wrap - 3, wrap, 7 * wrap + 12345})
+    for (int64_t d : {-1000, -1, 0, 1, 2, 1000, 1 << 30})
+      if (static_cast<int64_t>(clock) + d >= 0) {
+        const uint64_t v = clock + static_cast<uint64_t>(d);
+        EXPECT_EQ(wire::version_near(clock, static_cast<uint32_t>(v)), v) << clock << " " << d;
+      }
 }
 
 TEST(PsUpdate, EveryRuleMatchesTheScalarReference) {
