@@ -20,6 +20,13 @@ all_reduce, every matrix's P in one all_reduce and every Q in another); int8, si
 to the longest for threshold), each decompressed and added in rank order. The result is the
 mean, as DDP expects.
 
+A hook returns at once: each bucket's compression and collectives run on the state's own
+thread (plait/hook_thread.py), one bucket after another in the order DDP hands them over
+(the same on every rank), while backward goes on; DDP waits for the Futures when backward
+ends, as it does for its own all-reduce. A failure reaches the bucket's Future, and DDP
+raises it from backward. Under a profiler each bucket is a range "plait.hooks: bucket <i>
+<method>" from the hook's call until its result is in.
+
 "auto" measures, when made (a collective call on every rank), the group's latency and
 bandwidth with timed all_reduces and each candidate's compress + decompress speed, then per
 bucket layout (its gradients' shapes) picks the method with the least predicted time: t = a *
@@ -41,6 +48,7 @@ import torch.distributed as dist
 
 from . import compress as _pc
 from . import hook_buckets as _buckets
+from .hook_thread import BucketThread as _BucketThread
 from ._plait import DeadlineAllreduce as _DeadlineAllreduce
 from ._plait import PowerSgdSteps as _PowerSgdSteps
 
@@ -62,8 +70,9 @@ def _log_info():
 class HookState:
     """What a hook keeps between calls: the method, the group, per bucket the error-feedback
     state (and PowerSGD's Q), and `stats`: calls, values, sent_bytes (what this rank handed to
-    the collectives), comm_s (seconds in them) and hook_s (seconds in the hook; the rest of
-    it is compressing and decompressing)."""
+    the collectives), comm_s (seconds in them) and hook_s (seconds moving the buckets; the
+    rest of it is compressing and decompressing). The stats are the bucket thread's: read
+    them after backward."""
 
     def __init__(self, method, process_group=None, start_iter=0, candidates=None, **params):
         if method not in METHODS:
@@ -95,6 +104,7 @@ class HookState:
         if method not in ("none", "auto", "powersgd"):
             self._compressor(method)  # bad parameters fail here, not in the first backward
         self._model = _measure(self, candidates) if method == "auto" else None
+        self._thread = None  # the bucket thread, started by the first bucket
 
     def state_dict(self):
         """This rank's state between steps (plait.torch.checkpoint saves it with hook=): the
@@ -380,16 +390,25 @@ def _hook(state, bucket):
         method = _choose(state, buf.numel(), shapes)
     if state.iteration < state.start_iter:
         method = "none"
-    start = time.perf_counter()
-    _run(state, method, buf.numpy(), key, shapes)
-    state.stats["hook_s"] += time.perf_counter() - start
-    state.stats["calls"] += 1
-    state.stats["values"] += buf.numel()
-    if bucket.is_last():
+    last = bucket.is_last()
+    if last:
         state.iteration += 1
-    fut = torch.futures.Future()
-    fut.set_result(buf)
-    return fut
+
+    def move():  # on the bucket thread; buf stays referenced until it is done
+        start = time.perf_counter()
+        _run(state, method, buf.numpy(), key, shapes)
+        state.stats["hook_s"] += time.perf_counter() - start
+        state.stats["calls"] += 1
+        state.stats["values"] += buf.numel()
+        return buf
+
+    return _thread_of(state, "plait-hooks").submit(move, f"plait.hooks: bucket {key} {method}", last)
+
+
+def _thread_of(state, name):
+    if state._thread is None:
+        state._thread = _BucketThread(state, name)
+    return state._thread
 
 
 def make(method, process_group=None, **params):
@@ -409,6 +428,7 @@ class DeadlineHookState:
         self.slow = []             # the latest slow ranks, as the aggregator reports them
         self.behind = False        # this rank's last bucket missed its deadline
         self._joining = False
+        self._thread = None        # the bucket thread, started by the first bucket
 
     def catch_up(self):
         """Call at the start of each step. True when this rank fell behind (its last bucket
@@ -421,18 +441,20 @@ class DeadlineHookState:
 
 def _deadline_hook(state, bucket):
     buf = bucket.buffer()
-    info = state.dl.allreduce(buf.numpy(), op="avg", key=bucket.index(),
-                              contribute=not state._joining)
-    state.steps += 1
-    state.dropped += info["dropped_fraction"]
-    state.missed += 1 if info["late"] else 0
-    state.skipped += 1 if state._joining else 0
-    state.slow = info["slow"]
-    if bucket.is_last():
-        state.behind = info["late"]
-    fut = torch.futures.Future()
-    fut.set_result(buf)
-    return fut
+    key, last, joining = bucket.index(), bucket.is_last(), state._joining
+
+    def move():  # on the bucket thread, as _hook's buckets
+        info = state.dl.allreduce(buf.numpy(), op="avg", key=key, contribute=not joining)
+        state.steps += 1
+        state.dropped += info["dropped_fraction"]
+        state.missed += 1 if info["late"] else 0
+        state.skipped += 1 if joining else 0
+        state.slow = info["slow"]
+        if last:
+            state.behind = info["late"]  # read by catch_up(), after backward
+        return buf
+
+    return _thread_of(state, "plait-deadline-hook").submit(move, f"plait.hooks: bucket {key} deadline", last)
 
 
 def make_deadline(comm, deadline, late="drop", **options):

@@ -25,7 +25,10 @@ def main():
         dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024)
     else:
-        # Small buckets: several per step, each with its own state.
+        # Small buckets: two per step from the second on, each with its own state, moved one
+        # after the other on the hook's thread. (DDP's first bucket takes up to
+        # _DEFAULT_FIRST_BUCKET_BYTES, 1 MiB: with it the whole model was one bucket.)
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1000
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.005)
     params = {"ratio": 0.1, "threshold": 0.01, "rank": 2, "chunk": 64}
     params = {k: v for k, v in params.items()

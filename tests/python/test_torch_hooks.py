@@ -49,6 +49,39 @@ def test_torchs_own_hooks_run_on_plait(method, tmp_path):
     assert torch.allclose(on_plait, on_gloo, atol=1e-3), (on_plait - on_gloo).abs().max()
 
 
+def run_overlap(backend, method, out_dir, *extra, timeout=300):
+    cmd = [PLAIT, "run", "-n", "2", "--", sys.executable, os.path.join(HERE, "hooks_overlap_ranks.py"), backend,
+           method, *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, "OUT_DIR": str(out_dir)})
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("backend, method", [("plait", "none"), ("plait", "fp16"), ("plait", "int8"),
+                                             ("plait", "topk"), ("plait", "powersgd"), ("gloo", "none"),
+                                             ("gloo", "powersgd"), ("plait", "deadline")])
+def test_hooks_return_before_their_bucket_is_reduced_and_backward_overlaps_it(backend, method, tmp_path):
+    """Each hook hands its bucket over and returns a pending Future: a rank's backward runs to
+    its end before the other rank starts its own, and the first bucket's range in the profile
+    holds backward ranges of earlier layers. Gradients equal, bit for bit, those of the same
+    hook made to wait for its bucket (and for "none" and "deadline" the ranks' mean)."""
+    code, out = run_overlap(backend, method, tmp_path)
+    assert code == 0, out
+    assert out.count(f"hooks overlap {backend} {method} ok") == 2, out
+    assert "did not all return" not in out, out
+    assert os.path.exists(tmp_path / f"overlap-{backend}-{method}.json"), out
+
+
+def test_a_bucket_that_fails_raises_from_backward_and_fails_the_rest_of_its_step(tmp_path):
+    """Rank 1 skips a step: rank 0's first bucket times out on its bucket thread, the error
+    reaches its Future and backward raises it; the step's other buckets fail at once instead
+    of timing out one after another; both ranks exit."""
+    code, out = run_overlap("plait", "none", tmp_path, "error")
+    assert code == 0, out
+    assert out.count("hooks overlap plait none error ok") == 2, out
+    assert "backward raised after" in out, out
+
+
 def test_bad_hook_arguments_are_refused():
     import plait.torch_hooks as hooks  # needs no process group to refuse these
     with pytest.raises(ValueError, match="unknown method"):
