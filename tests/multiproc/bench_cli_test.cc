@@ -249,6 +249,28 @@ TEST(BenchCli, RdmaPointToPointOverEveryProvider) {
   EXPECT_NE(r.output.find("--memory is fabric or user"), std::string::npos) << r.output;
 }
 
+// `plait bench ps --check` in every op and consistency, keys split into partitions over two
+// servers: the values pulled are checked against what was pushed (or, pulled only, the
+// keys' initial values), element by element. (The check once compared pulls only with each
+// other, and under ASP and SSP expected a push_pull to return one round's sum: every row
+// said WRONG.)
+TEST(BenchCli, PsCheckedInEveryOpAndMode) {
+  for (const char* op : {"push", "pull", "push_pull"}) {
+    for (const char* mode : {"bsp", "asp", "ssp"}) {
+      SCOPED_TRACE(std::string(op) + " " + mode);
+      std::vector<std::string> argv = {plait_bin(), "bench", "-n", "4", "ps", "--servers", "2", "--op", op,
+                                       "--mode", mode, "--min", "4K", "--max", "1M", "--factor", "16",
+                                       "--iters", "20", "--check"};
+      if (std::string(mode) == "ssp") argv.insert(argv.end(), {"--staleness", "1"});
+      JobResult r = run_command(argv, {{"PLAIT_PS_PARTITION", "256K"}}, kTimeoutS);
+      ASSERT_EQ(r.status, 0) << r.output;
+      EXPECT_EQ(count_of(r.output, "  ok\n"), 3u) << r.output;
+      EXPECT_EQ(r.output.find("WRONG"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("# check: "), std::string::npos) << r.output;
+    }
+  }
+}
+
 TEST(Cli, HelpVersionInfo) {
   JobResult r = run_command({plait_bin(), "--version"});
   EXPECT_EQ(r.status, 0);

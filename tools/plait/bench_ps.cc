@@ -75,6 +75,29 @@ double measure_gamma(size_t bytes) {
   return 2.0 * static_cast<double>(n * 4) / best;
 }
 
+// --check, once every worker's calls (`calls` each, on this key) are through: the last call's
+// own result where it is exact (a BSP push_pull: its round's sum), then a pull, which sees
+// every push. Returns how many values were wrong (0 on a server).
+int check_values(ps::KVStore& kv, uint64_t key, const std::vector<float>& last,
+                 const std::vector<float>& pattern, bool push, bool pull, int workers, int calls) {
+  const bool bsp = kv.consistency() == ps::Consistency::kBsp;
+  const size_t n = last.size();
+  auto want = [&](size_t j) {
+    if (!push) return pattern[j];
+    return static_cast<float>(bsp ? workers : workers * calls) * pattern[j];
+  };
+  int wrong = 0;
+  if (kv.is_worker() && pull && push && bsp)
+    for (size_t j = 0; j < n; ++j) wrong += last[j] != want(j);
+  if (!kv.is_worker()) return 0;
+  // A pull at this worker's clock: under BSP the last round's result, under ASP and SSP the
+  // latest values, which hold every push once the others' last calls completed too.
+  std::vector<float> after(n);
+  kv.pull(key, after.data(), n, DataType::kF32)->wait();
+  for (size_t j = 0; j < n; ++j) wrong += after[j] != want(j);
+  return wrong;
+}
+
 int run(const PsBenchOptions& o) {
   const Config config = Config::from_env();
   Bootstrap bootstrap = bootstrap_from_env(config.connect_timeout);
@@ -92,9 +115,16 @@ int run(const PsBenchOptions& o) {
   po.staleness = o.staleness;
   auto kv = ps::KVStore::create(bootstrap, po);
   const std::vector<size_t> sizes = size_sweep(o.min_bytes, o.max_bytes, o.factor);
+  const bool push = o.op != "pull", pull = o.op != "push";
+  // Pushed values, and with --op pull the keys' initial values: small whole numbers, so that
+  // every sum is exact in f32 and names where its values landed.
+  const size_t largest = std::max<size_t>(1, sizes.back() / 4);
+  std::vector<float> pattern(largest);
+  for (size_t j = 0; j < largest; ++j) pattern[j] = static_cast<float>(j % 7 + 1);
   std::vector<ps::KeySpec> specs;
   for (size_t i = 0; i < sizes.size(); ++i)
-    specs.push_back({.key = i, .count = std::max<size_t>(1, sizes[i] / 4), .dtype = DataType::kF32});
+    specs.push_back({.key = i, .count = std::max<size_t>(1, sizes[i] / 4), .dtype = DataType::kF32,
+                     .options = {.init = push ? nullptr : pattern.data()}});
   kv->register_keys(specs);
   // Beta: a 16 MiB one-sided write (or the largest size) from worker 0 to server 0.
   const double beta = all_reduce(
@@ -126,19 +156,24 @@ int run(const PsBenchOptions& o) {
                   "pushed and pulled byte copied once and every pushed byte summed once "
                   "(gamma %.2f GB/s); the larger ideal is the bound\n",
                   size, cores, cores, gamma / 1e9);
+    if (o.check)
+      std::printf("# check: %s\n",
+                  !push ? "every pull returns the initial values, v[j] = j % 7 + 1"
+                  : po.consistency == ps::Consistency::kBsp
+                      ? "every round's sum, v[j] = workers x (j % 7 + 1), in the last call and in a pull after it"
+                      : "a pull after every worker's last push: every push added, v[j] = workers x calls x (j % 7 + 1)");
     std::printf("# %12s %6s %11s %11s %11s %11s %10s %11s %7s %6s%s\n", "bytes", "iters", "time(us)",
                 "worker GB/s", "total GB/s", "CPU s/GB", "srv busy", "ideal(us)", "ideal%", "bound",
                 o.check ? "  check" : "");
     std::fflush(stdout);
   }
-  const bool push = o.op != "pull", pull = o.op != "push";
   int wrong_total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t count = specs[i].count, bytes = count * 4;
     // --depth calls in flight, each pulling into its own buffer (a training loop that pushes
     // the next step's gradients while the last step's parameters still come back).
     const size_t mine_count = kv->is_worker() ? count : 0;
-    std::vector<float> data(mine_count, 1.0f);
+    std::vector<float> data(pattern.begin(), pattern.begin() + static_cast<std::ptrdiff_t>(mine_count));
     std::vector<std::vector<float>> outs(static_cast<size_t>(o.depth), std::vector<float>(mine_count));
     std::vector<float>& out = outs[0];
     std::deque<WorkPtr> in_flight;
@@ -162,12 +197,13 @@ int run(const PsBenchOptions& o) {
       if (o.depth == 1) drain();
     };
     int iters = o.iters;
+    const int warmup_calls = std::max(1, o.warmup);
     double estimate = 0;
     if (kv->is_worker()) {
       const Clock::time_point start = Clock::now();
-      for (int k = 0; k < std::max(1, o.warmup); ++k) call();
+      for (int k = 0; k < warmup_calls; ++k) call();
       drain();
-      estimate = seconds_since(start) / std::max(1, o.warmup);
+      estimate = seconds_since(start) / warmup_calls;
     }
     if (iters == 0) iters = calibrated_iters(all_reduce(*comm, estimate, ReduceOp::kMax));
     comm->barrier()->wait();
@@ -188,11 +224,7 @@ int run(const PsBenchOptions& o) {
     const double server_cpu = all_reduce(*comm, kv->is_server() ? my_cpu : 0.0, ReduceOp::kSum);
     const double t = all_reduce(*comm, mine, ReduceOp::kMax);
     int wrong = 0;
-    if (o.check && kv->is_worker() && pull) {
-      // BSP sum of every worker's ones: w (push_pull); pull-only returns the last sum.
-      const float want = push ? static_cast<float>(W) : out[0];
-      for (float x : out) wrong += x != want;
-    }
+    if (o.check) wrong = check_values(*kv, i, out, pattern, push, pull, W, warmup_calls + iters);
     wrong_total += static_cast<int>(all_reduce(*comm, wrong, ReduceOp::kSum));
     if (me == 0) {
       const double moved = static_cast<double>(bytes) * ((push ? 1 : 0) + (pull ? 1 : 0));
