@@ -39,10 +39,19 @@ Aggregator::~Aggregator() {
   }
   queue_->cv.notify_all();
   thread_.join();
-  // Dropping the communicators cancels every receive still posted into our buffers (and
-  // fails the sends), so no byte lands in them once they are freed below.
-  contributions_.reset();
-  results_.reset();
+  // Receives are still posted into the steps' buffers (the next step's headers, late chunks):
+  // they are cancelled before the buffers go below. Destroying a communicator cancels what
+  // it has posted; if someone else still holds one, aborting it does (and returns only then).
+  for (auto* comm : {&contributions_, &results_}) {
+    if (comm->use_count() > 1) {
+      try {
+        (*comm)->abort("the deadline allreduce's aggregator closed");
+      } catch (const Error& e) {
+        log(LogLevel::kError, "deadline allreduce: closing: ", e.what());
+      }
+    }
+    comm->reset();
+  }
 }
 
 void Aggregator::contribute_local(const wire::ContributionHeader& header,
@@ -94,6 +103,7 @@ void Aggregator::run() {
       fail(e);
     }
     reap_sends();
+    drop_done_steps();
     {
       std::lock_guard lock(queue_->mu);
       if (error_) break;
@@ -226,7 +236,10 @@ void Aggregator::handle(const EventQueue::Event& e) {
       break;
     }
   }
-  if (st.decided && st.pending == 0) steps_.erase(it);
+}
+
+void Aggregator::drop_done_steps() {
+  std::erase_if(steps_, [](const auto& entry) { return entry.second.decided && entry.second.pending == 0; });
 }
 
 void Aggregator::chunk_arrived(Step& st, int rank, size_t chunk) {
@@ -266,14 +279,12 @@ void Aggregator::rank_gone(int rank, const Error& why) {
   // Expected while draining (the ranks finish and leave); news in the middle of training.
   log(draining_ ? LogLevel::kDebug : LogLevel::kWarn, "deadline allreduce: rank ", rank,
       " is gone (", why.what(), "); the steps go on without it");
-  for (auto it = steps_.begin(); it != steps_.end();) {
-    Slot& slot = it->second.slots[static_cast<size_t>(rank)];
+  for (auto& [step, st] : steps_) {
+    Slot& slot = st.slots[static_cast<size_t>(rank)];
     if (!slot.finished && !slot.closed) {
       slot.closed = true;
-      --it->second.pending;
+      --st.pending;
     }
-    if (it->second.decided && it->second.pending == 0) it = steps_.erase(it);
-    else ++it;
   }
 }
 

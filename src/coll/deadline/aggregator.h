@@ -54,11 +54,13 @@ struct LocalResult {
 
 class Aggregator {
  public:
+  // The communicators are the aggregator's own: nobody else should hold them (see ~Aggregator).
   Aggregator(std::shared_ptr<Communicator> contributions, std::shared_ptr<Communicator> results,
              const Options& options);
   // Drains first (see run()): late contributions and undelivered results, for at most the
   // communicator's timeout (a rank on a slow link may be seconds behind); past it, it says on
-  // stderr what is still missing.
+  // stderr what is still missing. Then it cancels what is still posted into its buffers by
+  // dropping its communicators, or, where others still hold one, by aborting it.
   ~Aggregator();
 
   // The root's own contribution to `step` (its values moved in).
@@ -111,8 +113,11 @@ class Aggregator {
   void decide(Step& st, uint64_t step, double missing);
   void fail(const Error& e);
   // A peer's connection failed or it shut down (it finished, or died): the steps go on
-  // without it, as without any late rank, and nothing more is sent to it.
+  // without it, as without any late rank, and nothing more is sent to it. Steps it leaves
+  // done stay until drop_done_steps() (a caller may be handling one of them).
   void rank_gone(int rank, const Error& why);
+  // Forgets the decided steps that wait for nothing more.
+  void drop_done_steps();
   void reap_sends();
   // Every decided step has all its contributions and every result was delivered.
   bool drained() const;

@@ -14,7 +14,9 @@ namespace plait::deadline {
 
 struct DeadlineAllreduce::Impl {
   Options options;
+  // Null on the root: its aggregator holds them alone (it cancels their receives as it goes).
   std::shared_ptr<Communicator> contributions, results;
+  std::chrono::milliseconds timeout{0};  // the communicators'
   int rank = 0, size = 1;
   uint64_t next_step = 0;
   std::unique_ptr<Aggregator> aggregator;  // on the root
@@ -52,8 +54,7 @@ struct DeadlineAllreduce::Impl {
   }
 
   std::chrono::milliseconds step_timeout() const {
-    return contributions->timeout() +
-           std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline) +
+    return timeout + std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline) +
            std::chrono::seconds(1);
   }
   void reap_sends(size_t keep) {
@@ -108,9 +109,10 @@ DeadlineAllreduce::DeadlineAllreduce(Communicator& comm, const Options& options)
   // Ranks keep their order; the root's aggregator thread owns its side of both.
   impl_->contributions = comm.split(0, comm.rank());
   impl_->results = comm.split(0, comm.rank());
+  impl_->timeout = impl_->contributions->timeout();
   if (comm.rank() == options.root)
-    impl_->aggregator =
-        std::make_unique<Aggregator>(impl_->contributions, impl_->results, options);
+    impl_->aggregator = std::make_unique<Aggregator>(std::move(impl_->contributions),
+                                                     std::move(impl_->results), options);
 }
 
 DeadlineAllreduce::~DeadlineAllreduce() = default;
@@ -177,6 +179,7 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
   } else {
     const int root = m.options.root;
     const CallOptions call{.timeout = timeout};
+    size_t header_bytes = 0;
     try {
       m.reap_sends(1);
       sent->header_work = m.contributions->send(&sent->header, sizeof sent->header, DataType::kU8,
@@ -192,6 +195,7 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
       auto vw = m.results->recv(data, bytes, DataType::kU8, root, wire::tag(step, 1), call);
       hw->wait();
       vw->wait();
+      header_bytes = hw->bytes();
       if (vw->bytes() != bytes)
         throw invalid_usage("the result of step " + std::to_string(step) + " has " +
                                 std::to_string(vw->bytes()) + " bytes, this rank passed " +
@@ -200,7 +204,7 @@ StepResult DeadlineAllreduce::allreduce(void* data, size_t count, DataType dtype
     } catch (const Error& e) {
       throw e.with_context(ctx);
     }
-    if (!header.decode(result_header.data(), m.size, k.chunks) || header.step != step)
+    if (!header.decode(result_header.data(), header_bytes, m.size, k.chunks) || header.step != step)
       throw remote_error("the aggregator (rank " + std::to_string(root) +
                              ") sent a malformed result header for step " + std::to_string(step), ctx);
   }
