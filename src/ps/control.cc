@@ -40,7 +40,11 @@ ToWorker decode_to_worker(uint64_t header, const std::byte* msg, size_t bytes) {
       std::memcpy(&head, msg, sizeof head);
       out.request = head.request;
       out.partition = head.partition;
-      out.category = static_cast<ErrorCategory>(head.category);
+      // A category this build does not know (a damaged message, another plait) is an error
+      // the server reported: kRemote, never a value outside the enum.
+      out.category = head.category <= static_cast<uint32_t>(ErrorCategory::kAborted)
+                         ? static_cast<ErrorCategory>(head.category)
+                         : ErrorCategory::kRemote;
       out.reason = std::string_view(reinterpret_cast<const char*>(msg) + sizeof head,
                                     bytes - sizeof head);
       out.what = ToWorker::What::kFailure;

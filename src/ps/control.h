@@ -39,7 +39,7 @@ struct ToWorker {
   // message).
   uint64_t request = 0;
   uint32_t partition = 0;
-  ErrorCategory category = ErrorCategory::kRemote;
+  ErrorCategory category = ErrorCategory::kRemote;  // an unknown one reads as kRemote
   std::string_view reason;
 };
 // `msg` must stay put while the result is used (it points into it).
