@@ -31,9 +31,11 @@ inline constexpr uint8_t kNoValues = 1;
 static_assert(sizeof(ContributionHeader) == 32);
 
 // A contribution header as the aggregator receives it from rank `rank` for step `step`:
-// `bytes` bytes arrived at `in` (a buffer of sizeof(ContributionHeader)). A pure function of
-// the peer's bytes, so that the aggregator and the fuzz target (fuzz/deadline_wire_fuzz.cc)
-// run the same checks. Throws plait::Error(kInvalidUsage) with `ctx`.
+// `bytes` bytes arrived at `in` (a buffer of sizeof(ContributionHeader)). Checks its size,
+// magic and step, a dtype and reduction op that exist, and a count whose bytes fit in a vector
+// (at most PTRDIFF_MAX). A pure function of the peer's bytes, so that the aggregator and the
+// fuzz target (fuzz/deadline_wire_fuzz.cc) run the same checks. Throws
+// plait::Error(kInvalidUsage) with `ctx`.
 ContributionHeader check_contribution(const char* in, size_t bytes, uint64_t step, int rank,
                                       const ErrorContext& ctx);
 
@@ -54,7 +56,9 @@ inline Chunking chunking(size_t count, size_t elem, size_t chunk_bytes) {
   k.count = count;
   k.per_chunk = chunk_bytes == 0 || count == 0 ? std::max<size_t>(count, 1)
                                                : std::max<size_t>(chunk_bytes / elem, 1);
-  k.chunks = count == 0 ? 1 : (count + k.per_chunk - 1) / k.per_chunk;
+  // Not (count + per_chunk - 1) / per_chunk: with one chunk (per_chunk = count) that wraps
+  // for a count past 2^63, which a peer's header may claim.
+  k.chunks = count == 0 ? 1 : count / k.per_chunk + (count % k.per_chunk != 0);
   return k;
 }
 
@@ -88,8 +92,10 @@ struct ResultHeader {
     std::memcpy(out.data() + 32 + 2 * w, present.data(), w);
     if (!chunks.empty()) std::memcpy(out.data() + 32 + 3 * w, chunks.data(), 8 * chunks.size());
   }
-  // False when the bytes are not a result header.
-  bool decode(const char* in, int size, size_t nchunks) {
+  // False when the `bytes` received at `in` are not a result header for a job of `size` and
+  // a step of `nchunks` chunks (in holds at least bytes(size, nchunks)).
+  bool decode(const char* in, size_t bytes, int size, size_t nchunks) {
+    if (bytes != ResultHeader::bytes(size, nchunks)) return false;
     uint64_t fixed[4];
     std::memcpy(fixed, in, 32);
     if (fixed[0] != kResultMagic) return false;
