@@ -140,11 +140,7 @@ void Shuffle::Impl::send_locations() {
   }
 }
 
-uint64_t Shuffle::Impl::partition_bytes() const {
-  uint64_t total = 0;
-  for (int m = 0; m < size_; ++m) total += from_bytes_[m];
-  return total;
-}
+uint64_t Shuffle::Impl::partition_bytes() const { return partition_total(from_bytes_, rank_); }
 
 void Shuffle::Impl::finish_round() {
   // pull: tell every mapper we are done with its blocks, and wait until every reducer is done

@@ -43,14 +43,19 @@ enum class MsgKind : uint64_t {
 };
 
 // Reducer `rank`'s check of mapper `mapper`'s location message: `bytes` bytes arrived at `in`
-// (a header entry, then the blocks). Blocks of records of `record_bytes`. Returns how many
-// blocks follow the header (in[1 ..]) and the bytes they hold (the header's total).
+// (a header entry, then the blocks): whole entries, a header that counts the blocks, blocks of
+// whole records of `record_bytes` that add up to the header's total. Returns how many blocks
+// follow the header (in[1 ..]) and the bytes they hold.
 struct Locations {
   size_t blocks = 0;
   uint64_t total = 0;
 };
 Locations check_locations(const BlockWire* in, size_t bytes, size_t record_bytes, int mapper,
                           int rank);
+
+// Reducer `rank`'s partition: the bytes its mappers' location messages hold together (`from`,
+// by mapper), refused when they add up past 2^64.
+uint64_t partition_total(const std::vector<uint64_t>& from, int rank);
 
 // Mapper `rank`'s check of a read request of `bytes` bytes from reducer `peer`.
 void check_request(size_t bytes, int peer, int rank);
