@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -52,7 +53,8 @@ std::optional<RankState> decode_state(std::string_view line) {
     if (!next_number(line, pos, v)) return std::nullopt;
   if (pos != line.size()) return std::nullopt;
   if (f[1] > static_cast<uint64_t>(CollOp::kBarrier) || f[2] > static_cast<uint64_t>(DataType::kI64) ||
-      f[3] > static_cast<uint64_t>(ReduceOp::kAvg) || f[4] > (uint64_t{1} << 31))
+      f[3] > static_cast<uint64_t>(ReduceOp::kAvg) ||
+      f[4] > static_cast<uint64_t>(std::numeric_limits<int>::max()))
     return std::nullopt;
   RankState s;
   s.answered = true;
