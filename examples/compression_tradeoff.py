@@ -14,8 +14,13 @@ with TBF in both directions), once per configuration METHOD@BACKEND:
   fp16 bf16 int8 sign topk threshold randomk powersgd auto none
                   plait.torch.hooks: plait's compressors over the group's own collectives
 
-Every configuration runs the same --epochs with the same seed, model and data order, and
-evaluates the full test set every --eval-every steps (evaluation time is not counted; with
+Every configuration runs the same --epochs with the same seed, model and data order, with
+DDP's default bucketing (25 MiB buckets, the first up to 1 MiB: the wide model's gradients
+go in two buckets from the second step, and the hooks move one while backward computes the
+other) but torch-powersgd's, in one bucket (torch's PowerSGD hook starts its second
+all_reduce from a future's callback, and with several buckets the ranks may start their
+collectives in different orders: gloo aborts, "op.preamble.length <= op.nbytes", or hangs);
+--bucket-cap-mb sets every configuration's cap. It evaluates the full test set every --eval-every steps (evaluation time is not counted; with
 --budget S a configuration stops at the first evaluation past S training seconds). It
 prints, per link rate, a table: seconds per iteration, iterations and training seconds to
 --target test accuracy, the final accuracy, the bytes each rank sent per iteration (read
@@ -29,7 +34,9 @@ Models: "wide" (784-2048-2048-10, 5.8 M parameters, 23 MB of fp32 gradients a st
 example's 784-256-128-10). PowerSGD's rank, top-k's ratio and the step compression starts at
 apply to plait's and torch's hooks alike.
 
-Needs root (network namespaces) and Debian's /usr/bin/python3 with torch and matplotlib.
+Needs root (network namespaces) and Debian's /usr/bin/python3 with torch and matplotlib. The
+lab's names and addresses follow netns_lab.sh's environment (ANC_NS_PREFIX, ANC_BR_NS,
+ANC_SUBNET), so two labs can run side by side.
 """
 
 import argparse
@@ -75,6 +82,9 @@ def parse_args(argv):
                         "past them (0: no limit). Its table row says where it stopped")
     p.add_argument("--powersgd-rank", type=int, default=4)
     p.add_argument("--ratio", type=float, default=0.01, help="topk / randomk share")
+    p.add_argument("--bucket-cap-mb", type=float, default=0,
+                   help="DDP's bucket_cap_mb for every configuration (default 0: DDP's default, and "
+                        "torch-powersgd in one bucket)")
     p.add_argument("--start-iter", type=int, default=10,
                    help="steps all-reduced uncompressed first, by every compressing hook (default: 10)")
     p.add_argument("--seed", type=int, default=0)
@@ -151,12 +161,14 @@ def worker(args):
     test_xs, test_ys = prepare(test_x[lo:hi]), test_y[lo:hi]
     model = MLP(*MODELS[args.model], fc_as_conv=torch.backends.mkldnn.is_available())
     n_params = sum(p.numel() for p in model.parameters())
-    # Every configuration with all gradients in one bucket: torch's PowerSGD hook starts its
-    # second all_reduce from a future's callback, and with several buckets the ranks may
-    # start collectives in different orders (gloo aborts, "op.preamble.length <= op.nbytes",
-    # or hangs). The wide model's 23 MB would be 2 buckets by default.
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
-    ddp = DDP(model, bucket_cap_mb=1024)
+    if args.bucket_cap_mb:
+        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
+    elif method == "torch-powersgd":
+        # One bucket (see the module's doc): with DDP's default, gloo aborts or hangs.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+        ddp = DDP(model, bucket_cap_mb=1024)
+    else:
+        ddp = DDP(model)  # DDP's default bucketing
     state, hook, plait_stats = make_hook(args, method, world)
     if hook is not None:
         ddp.register_comm_hook(state, hook)
@@ -223,6 +235,7 @@ def worker(args):
             "sent_bytes_per_iter": totals[0].item() / world / step,
             "fp32_bytes_per_iter": 4 * n_params,
             "compress_s_per_iter": totals[1].item() / world / step if plait_stats else None,
+            "bucket_bytes": ddp._get_ddp_logging_data().get("bucket_sizes", "?"),
             "curve": curve,
         }
         with open(args.result, "w") as f:
@@ -238,6 +251,10 @@ def worker(args):
 
 # --- the orchestrator ---
 
+# netns_lab.sh's names: its hosts are <prefix>0.. with addresses <subnet>.1..
+_NS_PREFIX = os.environ.get("ANC_NS_PREFIX", "plns")
+_SUBNET = os.environ.get("ANC_SUBNET", "192.168.77")
+
 def sh(*cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
@@ -249,20 +266,20 @@ def run_config(args, config, rate, out, port):
             with open(result) as f:
                 return json.load(f)
         os.unlink(result)
-    env = {**os.environ, "WORLD_SIZE": str(args.ranks), "MASTER_ADDR": "192.168.77.1",
+    env = {**os.environ, "WORLD_SIZE": str(args.ranks), "MASTER_ADDR": f"{_SUBNET}.1",
            "MASTER_PORT": str(port), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-           "PYTHONPATH": os.path.join(REPO, "build", "python"),
+           "PYTHONPATH": os.environ.get("PYTHONPATH") or os.path.join(REPO, "build", "python"),
            # gloo would take the address the host name resolves to (loopback, in a namespace).
            "GLOO_SOCKET_IFNAME": "eth0"}
     forwarded = ["--model", args.model, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
                  "--lr", str(args.lr), "--target", str(args.target), "--eval-every", str(args.eval_every),
                  "--powersgd-rank", str(args.powersgd_rank), "--ratio", str(args.ratio),
                  "--start-iter", str(args.start_iter), "--seed", str(args.seed), "--data-dir", args.data_dir,
-                 "--budget", str(args.budget),
+                 "--budget", str(args.budget), "--bucket-cap-mb", str(args.bucket_cap_mb),
                  "--timeout", str(args.timeout)]
     procs = []
     for r in range(args.ranks):
-        cmd = ["ip", "netns", "exec", f"plns{r}", "env", f"RANK={r}", sys.executable, os.path.abspath(__file__),
+        cmd = ["ip", "netns", "exec", f"{_NS_PREFIX}{r}", "env", f"RANK={r}", sys.executable, os.path.abspath(__file__),
                "--worker", config, "--rate", rate, "--result", result] + forwarded
         procs.append(subprocess.Popen(cmd, env=env, stdout=None if r == 0 else subprocess.DEVNULL))
     # A rank that fails ends the run at once: the others would wait for it until the timeout.
@@ -295,21 +312,23 @@ def table(records, rate):
              f"{base['epochs']} epochs of {planned} steps, target {base['target']:.2f}, "
              f"compute on {base.get('compute', '?')}",
              "| config | s/iter | iters to target | s to target | vs fp32 gloo | final accuracy "
-             "| MB sent/iter/rank | ratio | compress s/iter |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| MB sent/iter/rank | ratio | compress s/iter | buckets (MB) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in records:
         to = r["seconds_to_target"]
         vs = f"{to / base['seconds_to_target']:.2f}x" if to and base["seconds_to_target"] else "-"
         ratio = 2 * (r["ranks"] - 1) / r["ranks"] * r["fp32_bytes_per_iter"] / max(1, r["sent_bytes_per_iter"])
         comp = f"{r['compress_s_per_iter']:.4f}" if r["compress_s_per_iter"] is not None else "-"
         final = f"{r['final_accuracy']:.4f}"
+        buckets = " + ".join(f"{int(b) / 1e6:.1f}" for b in str(r.get("bucket_bytes", "")).replace(",", " ").split()
+                             if b.isdigit()) or "?"
         if r["steps"] < r.get("planned_steps", r["steps"]):
             final += f" (budget: step {r['steps']})"
         lines.append(f"| {r['config']} | {r['s_per_iter']:.3f} | {r['steps_to_target'] or '-'} | "
                      f"{to:.1f} | {vs} | {final} | {r['sent_bytes_per_iter'] / 1e6:.2f} | "
-                     f"{ratio:.1f}x | {comp} |" if to else
+                     f"{ratio:.1f}x | {comp} | {buckets} |" if to else
                      f"| {r['config']} | {r['s_per_iter']:.3f} | - | - | - | {final} | "
-                     f"{r['sent_bytes_per_iter'] / 1e6:.2f} | {ratio:.1f}x | {comp} |")
+                     f"{r['sent_bytes_per_iter'] / 1e6:.2f} | {ratio:.1f}x | {comp} | {buckets} |")
     return "\n".join(lines)
 
 
