@@ -20,11 +20,16 @@
 #include <vector>
 
 #include "bootstrap/store_protocol.h"
+#include "coll/deadline/wire.h"
+#include "coll/stall/stall_report.h"
 #include "plait/checkpoint.h"
+#include "ps/wire.h"
+#include "shuffle/wire.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/tcp/wire.h"
 #include "transport/tuned_costs.h"
+#include "transport/ucx/wire.h"
 
 namespace {
 
@@ -267,6 +272,159 @@ void file_seeds() {
   }
 }
 
+void ps_seeds() {
+  // ps_control: direction (bit 0) and held slots (bits 1-5), the kind, the message.
+  using namespace ps::wire;
+  auto seed = [](bool to_worker, uint8_t held, Kind kind, const Blob& msg) {
+    Blob b{static_cast<uint8_t>((to_worker ? 1 : 0) | held << 1), static_cast<uint8_t>(kind)};
+    return concat({b, msg});
+  };
+  PullRequest pull{.partition = 3,
+                   .clock = 12,
+                   .dest = {.addr = 0x7f0000001000, .length = 4096, .key = 0x6b6579},
+                   .dest_offset = 1024,
+                   .request = 9};
+  Blob request;
+  append(request, pull);
+  emit("ps_control", "pull-request", seed(false, 0, Kind::kPullRequest, request));
+  emit("ps_control", "done", seed(false, 0, Kind::kDone, {}));
+  Blob credits;
+  append(credits, Credits{.count = 3});
+  for (uint32_t slot : {2u, 0u, 1u}) append(credits, slot);
+  emit("ps_control", "credits", seed(true, 4, Kind::kCredits, credits));
+  emit("ps_control", "done-ack", seed(true, 0, Kind::kDoneAck, {}));
+  Blob failure;
+  append(failure, FailureHeader{.request = 9,
+                                .partition = 3,
+                                .category = static_cast<uint32_t>(ErrorCategory::kInvalidUsage)});
+  append(failure, std::string("partition 3 is not on server rank 0"));
+  emit("ps_control", "failure", seed(true, 0, Kind::kFailure, failure));
+}
+
+void deadline_seeds() {
+  // deadline_wire: kind and chunk_bytes' index, the job's size - 1, chunks - 1, the message.
+  using namespace deadline::wire;
+  auto contribution = [](uint8_t chunk_index, uint64_t count, DataType dtype, uint8_t flags) {
+    ContributionHeader h;
+    h.step = 5;
+    h.count = count;
+    h.dtype = static_cast<uint8_t>(dtype);
+    h.op = static_cast<uint8_t>(ReduceOp::kSum);
+    h.flags = flags;
+    Blob b{static_cast<uint8_t>(chunk_index << 1), 0, 0};
+    append(b, h);
+    return b;
+  };
+  emit("deadline_wire", "contribution", contribution(0, 1000, DataType::kF32, 0));
+  emit("deadline_wire", "contribution-chunked", contribution(3, 3000, DataType::kBF16, 0));
+  emit("deadline_wire", "contribution-no-values", contribution(0, 1000, DataType::kF32, kNoValues));
+  auto result = [](int size, size_t nchunks) {
+    ResultHeader h;
+    h.step = 5;
+    h.count = 1000;
+    h.dropped_ppm = 250000;
+    const size_t words = mask_words(size);
+    h.contributors.assign(words, 0);
+    h.slow.assign(words, 0);
+    h.present.assign(words, 0);
+    h.chunks.assign(nchunks > 1 ? nchunks * words : 0, 0);
+    for (int r = 0; r < size; ++r) {
+      set_bit(h.present, r);
+      if (r != 1) set_bit(h.contributors, r);
+    }
+    set_bit(h.slow, 1);
+    for (size_t c = 0; c < nchunks && nchunks > 1; ++c)
+      for (int r = 0; r < size; ++r)
+        if (r != 1 || c == 0) set_bit(h.chunks, static_cast<int>(c * words * 64) + r);
+    std::vector<char> bytes;
+    h.encode(bytes, size);
+    Blob b{1, static_cast<uint8_t>(size - 1), static_cast<uint8_t>(nchunks - 1)};
+    b.insert(b.end(), bytes.begin(), bytes.end());
+    return b;
+  };
+  emit("deadline_wire", "result-4-ranks", result(4, 1));
+  emit("deadline_wire", "result-70-ranks-3-chunks", result(70, 3));
+}
+
+void ucx_seeds() {
+  // ucx_wire: the active message's id, the header's length, the header, the data.
+  using namespace transport::ucx;
+  auto am = [](AmId id, const auto& header, const std::string& data = {}) {
+    Blob b{static_cast<uint8_t>(id), static_cast<uint8_t>(sizeof header)};
+    append(b, header);
+    append(b, data);
+    return b;
+  };
+  emit("ucx_wire", "hello", am(kAmHello, HelloHeader{.source = 1, .size = 4}));
+  emit("ucx_wire", "message",
+       am(kAmMessage, MessageHeader{.source = 2, .tag = 7, .word = 0x1234}, "payload"));
+  emit("ucx_wire", "imm",
+       am(kAmImm, ImmHeader{.source = 3, .imm = 9, .op = 4, .key = 0x6b6579, .offset = 64,
+                            .length = 32}));
+  emit("ucx_wire", "imm-done", am(kAmImmDone, ImmDone{.source = 3, .op = 4}));
+  emit("ucx_wire", "goodbye", am(kAmGoodbye, int32_t{2}, "rank 3 stopped"));
+  emit("ucx_wire", "key-request", am(kAmKeyRequest, KeyRequest{.source = 1, .key = 0x6b6579}));
+  emit("ucx_wire", "key-reply",
+       am(kAmKeyReply,
+          KeyReply{.source = 1, .key = 0x6b6579, .base = 0x7f0000001000, .length = 4096, .access = 3},
+          std::string(40, 'k')));
+  emit("ucx_wire", "key-denied",
+       am(kAmKeyReply, KeyReply{.source = 1, .denied = 1, .key = 0x6b6579},
+          "region 0x6b6579 is not registered"));
+  emit("ucx_wire", "key-revoke", am(kAmKeyRevoke, KeyRevoke{.source = 2, .key = 0x6b6579}));
+  emit("ucx_wire", "key-revoked", am(kAmKeyRevoked, KeyRevoke{.source = 2, .key = 0x6b6579}));
+}
+
+void shuffle_seeds() {
+  // shuffle_wire: what (0 locations, 1 request, 2 credit, 3 target), its fields, the message.
+  using namespace shuffle;
+  Blob locations{0, 100};
+  append(locations, BlockWire{.offset = 2, .bytes = 300});
+  append(locations, BlockWire{.addr = 0x7f0000001000, .length = 8192, .key = 0x6b6579,
+                              .offset = 512, .bytes = 100});
+  append(locations, BlockWire{.offset = 4096, .bytes = 200, .in_file = 1});
+  emit("shuffle_wire", "locations", locations);
+  Blob request{1};
+  append(request, uint64_t{8192});
+  append(request, RequestWire{.offset = 4096, .bytes = 200, .id = 3});
+  emit("shuffle_wire", "request", request);
+  Blob credit{2, 2};
+  append(credit, uint64_t{1000});
+  append(credit, uint64_t{500});
+  append(credit, CreditWire{.block = 1, .offset = 100, .bytes = 300, .id = 4,
+                            .addr = 0x7f0000001000, .length = 65536, .key = 0x6b6579,
+                            .window = 1024});
+  emit("shuffle_wire", "credit", credit);
+  Blob target{3};
+  append(target, uint64_t{300});
+  append(target, BlockWire{.addr = 0x7f0000001000, .length = 65536, .key = 0x6b6579,
+                           .offset = 600, .bytes = 300});
+  emit("shuffle_wire", "target", target);
+}
+
+void stall_seeds() {
+  // stall_state: the line, as encode_state() writes it.
+  using namespace coll;
+  auto line = [](const RankState& s) {
+    const std::string text = encode_state(s);
+    return Blob(text.begin(), text.end());
+  };
+  RankState in;
+  in.answered = in.in_collective = in.started = true;
+  in.current = Signature{.seq = 1043, .op = CollOp::kBroadcast, .dtype = DataType::kF32,
+                         .redop = ReduceOp::kSum, .root = 0, .count = 4194304};
+  in.waited_s = 10.2;
+  emit("stall_state", "in-collective", line(in));
+  RankState idle = in;
+  idle.in_collective = false;
+  idle.current.op = CollOp::kAllreduce;
+  idle.current.root = -1;
+  emit("stall_state", "idle-after", line(idle));
+  RankState none;
+  none.answered = true;
+  emit("stall_state", "none-yet", line(none));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -282,5 +440,10 @@ int main(int argc, char** argv) {
   tcp_seeds();
   shm_seeds();
   file_seeds();
+  ps_seeds();
+  deadline_seeds();
+  ucx_seeds();
+  shuffle_seeds();
+  stall_seeds();
   return 0;
 }

@@ -19,7 +19,7 @@ FUZZ_BUILD=${FUZZ_BUILD:-1}
 JOBS=${JOBS:-$(nproc)}
 BUILD=build-fuzz
 ALL=(store_request store_reply auth_handshake tcp_hello tcp_stream tcp_streams tune_file shm_ring
-     shm_segment checkpoint_file)
+     shm_segment checkpoint_file ps_control deadline_wire ucx_wire shuffle_wire stall_state)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${ALL[@]}")
 
