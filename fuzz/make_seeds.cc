@@ -7,6 +7,7 @@
 // Seeds are valid inputs that reach deep into each parser; libFuzzer mutates from there.
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <string_view>
 #include <cstring>
@@ -384,6 +385,9 @@ void shuffle_seeds() {
                               .offset = 512, .bytes = 100});
   append(locations, BlockWire{.offset = 4096, .bytes = 200, .in_file = 1});
   emit("shuffle_wire", "locations", locations);
+  locations[0] = 4;  // the harness writes the header's count and total
+  std::memset(locations.data() + 2 + offsetof(BlockWire, offset), 0, 16);
+  emit("shuffle_wire", "locations-header-written", locations);
   Blob request{1};
   append(request, uint64_t{8192});
   append(request, RequestWire{.offset = 4096, .bytes = 200, .id = 3});

@@ -2,7 +2,9 @@
 // mapper's location message (send_locations()), a reducer's read request (serve()), credit
 // (serve_credit()) and target (push_round()). The input:
 //
-//   u8  what: 0 locations, 1 a read request, 2 a credit, 3 a target (the value mod 4)
+//   u8  what: 0 locations, 1 a read request, 2 a credit, 3 a target (the value mod 4); for
+//       locations, bit 2 asks the harness to write the header entry (the block count and
+//       their sum, wrapping as a lying mapper's would): the blocks alone are then the input
 //   locations  u8 record bytes (0: 100), then the message (at most kMaxRuns + 1 entries)
 //   request    u64 the spill file's size, then the message
 //   credit     u8 n (mod 9), n x u64 the mapper's blocks for this reducer, then the message
@@ -50,12 +52,18 @@ bool received(const uint8_t* data, size_t size, size_t capacity, std::vector<T>*
 
 void expect_remote(const Error& e) { PLAIT_FUZZ_CHECK(e.category() == ErrorCategory::kRemote); }
 
-void locations(const uint8_t* data, size_t size) {
+void locations(const uint8_t* data, size_t size, bool write_header) {
   uint8_t rb = 0;
   if (!take(data, size, &rb)) return;
   const size_t record_bytes = rb == 0 ? 100 : rb;
   std::vector<BlockWire> in;
   if (!received(data, size, Shuffle::kMaxRuns + 1, &in)) return;
+  if (write_header && size >= sizeof(BlockWire)) {
+    const size_t entries = size / sizeof(BlockWire);
+    in[0].offset = entries - 1;
+    in[0].bytes = 0;
+    for (size_t i = 1; i < entries; ++i) in[0].bytes += in[i].bytes;
+  }
   Locations got;
   try {
     got = check_locations(in.data(), size, record_bytes, kPeer, kRank);
@@ -145,10 +153,11 @@ void target(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t what = data[0] % 4;
+  const bool write_header = data[0] & 4;
   ++data;
   --size;
   switch (what) {
-    case 0: locations(data, size); break;
+    case 0: locations(data, size, write_header); break;
     case 1: request(data, size); break;
     case 2: credit(data, size); break;
     default: target(data, size); break;
