@@ -1,6 +1,7 @@
 // What collective this rank is in, for the stall inspector: written by the engine at every
 // collective's start and end (a few relaxed stores, no clock), read by the inspector's thread
-// now and then. A sequence lock keeps a read from mixing two collectives' fields.
+// now and then. A sequence lock keeps a read from mixing two collectives' fields. It also
+// carries the peers' stall inquiries from the engine to the inspector.
 //
 // The start time is the inspector's coarse clock (coarse_clock_ms, which its thread sets at
 // each wake-up, every 100 ms): a relaxed load instead of a clock read per collective.
@@ -8,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "coll/signature.h"
 
@@ -39,6 +41,22 @@ class CollectiveActivity {
   }
   void finished(uint64_t seq) { finished_.store(seq + 1, std::memory_order_release); }
   void close() { finished_.store(UINT64_MAX, std::memory_order_release); }
+
+  // A peer's stall inquiry (the engine's control channel): it opened stall-report round
+  // `round`, for `plait run`'s request `request` (0: for a stall it saw). The inspector's
+  // thread takes the latest.
+  struct Inquiry {
+    uint64_t round = 0;  // 0: none yet
+    int64_t request = 0;
+  };
+  void inquired(const Inquiry& inquiry) {
+    std::lock_guard lock(inquiry_mu_);
+    if (inquiry.round > inquiry_.round) inquiry_ = inquiry;
+  }
+  Inquiry inquiry() const {
+    std::lock_guard lock(inquiry_mu_);
+    return inquiry_;
+  }
 
   Snapshot read() const {
     Snapshot s;
@@ -78,6 +96,8 @@ class CollectiveActivity {
   std::atomic<uint64_t> count_{0};
   std::atomic<int64_t> started_ms_{0};
   std::atomic<uint64_t> finished_{0};
+  mutable std::mutex inquiry_mu_;  // rare: once per stall report
+  Inquiry inquiry_;
 };
 
 }  // namespace plait::coll

@@ -386,8 +386,7 @@ void CommEngine::dispatch(const transport::Completion& c) {
   }
   if (kind == kControlContext && c.op == transport::OpType::kRecv) {
     if (!c.ok()) return control_recv_failed();
-    std::string text(control_buf_.data(), std::min(c.bytes, control_buf_.size()));
-    do_abort("rank " + std::to_string(comm_rank_of(c.peer)) + " aborted: " + text, false);
+    on_control_message(c);
   }
 }
 

@@ -27,6 +27,7 @@
 
 #include "coll/activity.h"
 #include "coll/algorithms.h"
+#include "coll/engine_internal.h"
 #include "coll/schedule_cache.h"
 #include "coll/schedule_executor.h"
 #include "coll/segment/segment_run.h"
@@ -89,6 +90,9 @@ class CommEngine final : public WorkDriver {
   void abort(const std::string& reason);
   // Null while healthy; the abort's error afterwards.
   std::shared_ptr<const Error> abort_error() const;
+  // Tells every live peer that this rank opened stall-report round `round` (for `plait run`'s
+  // request `request`, or 0); their inspectors join it (activity()->inquiry()). Never blocks.
+  void send_stall_inquiry(uint64_t round, int64_t request);
 
   // WorkDriver: a waiting user thread runs the engine.
   Clock::time_point drive(const WorkImpl& work, std::chrono::milliseconds limit) override;
@@ -187,6 +191,7 @@ class CommEngine final : public WorkDriver {
   void do_abort(const std::string& reason, bool notify_peers, const Culprit& culprit = {});
   void post_control_recv();
   void control_recv_failed();
+  void on_control_message(const transport::Completion& c);
   Clock::time_point next_deadline() const;
   int comm_rank_of(int fabric_rank) const;
   char* scratch(size_t bytes);
@@ -257,6 +262,9 @@ class CommEngine final : public WorkDriver {
   std::vector<char> control_buf_;
   bool last_control_recv_ = false;  // posted after every member had gone (drive_mu_)
   std::string abort_notice_;  // the text sent to peers; lives until the sends are done
+  // The stall inquiries sent, one per round this rank opened: they live as long as the engine
+  // (a send may still read one), and a deque never moves them. Under mu_.
+  std::deque<engine::StallInquiryWire> inquiries_;
   std::thread thread_;
 };
 

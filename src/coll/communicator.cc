@@ -98,14 +98,23 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   if (warn.count() > 0 && store_ && members >= 2) {
     // plait run's on-demand requests are job-wide: the world communicator answers them.
     std::shared_ptr<Store> job_store;
-    if (auto* prefixed = dynamic_cast<PrefixStore*>(store_.get()); prefixed && comm_id == 1)
+    std::string request_file;
+    if (auto* prefixed = dynamic_cast<PrefixStore*>(store_.get()); prefixed && comm_id == 1) {
       job_store = prefixed->base();
+      request_file = config_.stall_requests;
+    }
+    std::weak_ptr<CommEngine> engine = engine_;
     stall_watch_ = watch_for_stalls({.store = store_,
                                      .job_store = std::move(job_store),
+                                     .request_file = std::move(request_file),
                                      .comm_id = comm_id,
                                      .rank = rank,
                                      .size = members,
                                      .activity = engine_->activity(),
+                                     .inquire =
+                                         [engine](uint64_t round, int64_t request) {
+                                           if (auto e = engine.lock()) e->send_stall_inquiry(round, request);
+                                         },
                                      .warn = warn});
   }
 }

@@ -1,6 +1,6 @@
-// The engine's failure path: abort() from any thread, the order in which an abort cancels,
-// fails and tells the peers (docs/errors.md), and the control receive that hears their
-// notices.
+// The engine's failure path: abort() from any thread, and the order in which an abort
+// cancels, fails and tells the peers (docs/errors.md). Their notices arrive on the control
+// channel (engine_control.cc).
 #include "coll/comm_engine.h"
 #include "coll/engine_internal.h"
 #include "coll/tags.h"
@@ -93,39 +93,12 @@ void CommEngine::do_abort(const std::string& reason, bool notify_peers, const Cu
     if (peer == rank_ || fabric_->peer_failed(fabric_rank_[peer])) continue;
     try {
       fabric_->send(fabric_rank_[peer], abort_notice_.data(), abort_notice_.size(),
-                    make_tag(comm_id_, TagKind::kControl, 0), 0, cq_.get(),
+                    make_tag(comm_id_, TagKind::kControl, 0), kAbortNotice, cq_.get(),
                     (kControlContext << kKindShift) | 1);
     } catch (const Error&) {
       // The peer is unreachable; it learns of the failure from its own transport.
     }
   }
-}
-
-// The control receive takes any source, so the fabric fails it when any of its peers dies,
-// in this communicator or not. Without a new one this rank would never read the abort
-// notice of the member that saw the death, and would fail later with whatever its own
-// peers do next (a neighbour that aborted and shut down), never naming the rank that died.
-void CommEngine::control_recv_failed() {
-  {
-    std::lock_guard lock(mu_);
-    if (abort_error_) return;  // cancelled by our own abort: nothing more to hear
-  }
-  bool member_alive = false;
-  for (int peer = 0; peer < size(); ++peer)
-    if (peer != rank_ && !fabric_->peer_failed(fabric_rank_[peer])) member_alive = true;
-  // With every member gone no notice can come any more, but one may be waiting in the
-  // fabric already, sent before its sender left: one more receive takes it, or fails at once
-  // when there is none (and then no other follows).
-  if (!member_alive) {
-    if (last_control_recv_) return;
-    last_control_recv_ = true;
-  }
-  post_control_recv();
-}
-
-void CommEngine::post_control_recv() {
-  fabric_->recv(transport::kAnySource, control_buf_.data(), control_buf_.size(),
-                make_tag(comm_id_, TagKind::kControl, 0), cq_.get(), kControlContext << kKindShift);
 }
 
 }  // namespace plait::coll

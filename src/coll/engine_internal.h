@@ -16,6 +16,13 @@ constexpr uint64_t kKindShift = 62;
 constexpr uint64_t kCollContext = 0, kP2pContext = 1, kControlContext = 2;
 constexpr uint64_t kGenerationMask = (uint64_t{1} << 30) - 1;
 constexpr size_t kControlBytes = 4096;
+// What a control message is, in its header word: an abort notice (its text follows) or a
+// stall inquiry (StallInquiryWire).
+constexpr uint64_t kAbortNotice = 0, kStallInquiry = 1;
+struct StallInquiryWire {
+  uint64_t round = 0;
+  int64_t request = 0;
+};
 // The engine wakes at least this often even with nothing to do, to check deadlines.
 constexpr auto kMaxSleep = std::chrono::milliseconds(200);
 

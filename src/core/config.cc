@@ -234,6 +234,11 @@ std::vector<SettingRow> make_rows() {
          return c.stall_warn.count() < 0 ? std::string("auto")
                                          : std::to_string(c.stall_warn.count());
        }},
+      {{"PLAIT_STALL_REQUESTS", "path", "",
+        "Set by plait run: the file where it counts its SIGUSR1 requests for a stall report, "
+        "which each rank's world communicator reads every tick (no store call)"},
+       [](Config& c, const std::string&, const std::string& v) { c.stall_requests = trim(v); },
+       [](const Config& c, const std::string&) { return c.stall_requests; }},
       {{"PLAIT_TCP_INTEGRITY", "0 | 1", "0",
         "1: every tcp frame carries AES-GMAC tags, so that data altered on the wire is an "
         "error naming the peer; every rank must set it alike"},

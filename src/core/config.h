@@ -25,6 +25,9 @@ struct Config {
   std::chrono::milliseconds peer_timeout{0};
   // PLAIT_STALL_WARN (ms, 0 = off, -1 = auto): see effective_stall_warn().
   std::chrono::milliseconds stall_warn{-1};
+  // PLAIT_STALL_REQUESTS: the file `plait run` writes its SIGUSR1 requests for a stall report
+  // to (set by plait run; empty: none)
+  std::string stall_requests;
 
   std::string host_id;  // PLAIT_HOST_ID: overrides the host identity (simulated hosts)
   std::string shm_cma = "auto";  // PLAIT_SHM_CMA: auto|on|off, cross-memory attach in shm

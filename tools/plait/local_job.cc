@@ -377,6 +377,7 @@ int run_local_job(const LocalJobOptions& options, JobEnd* end) {
 
   // Declared after the store so that the ranks are gone before the store goes away.
   StallRequests stall_requests(identity.store_host, identity.store_port, token, say);
+  identity.stall_requests = stall_requests.path();
   SignalPipe signals;
   Watchdog watchdog(static_cast<size_t>(options.nranks));
   LocalJob job(options, signals, watchdog, stall_requests);

@@ -36,6 +36,7 @@ std::vector<std::string> rank_environment(const std::vector<std::string>& inheri
       {"PLAIT_RESTART_COUNT", std::to_string(job.restart_count)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(job.max_restarts)},
+      {"PLAIT_STALL_REQUESTS", job.stall_requests},
   };
 
   std::vector<std::string> env;

@@ -18,6 +18,7 @@ struct JobIdentity {
   int master_port = 0;  // for torch's own TCPStore, distinct from the store's port
   int restart_count = 0;  // how many times the job was restarted before this start
   int max_restarts = 0;
+  std::string stall_requests;  // the file SIGUSR1's stall-report requests are counted in
 };
 
 // `inherited` ("KEY=value" entries, e.g. current_environment()) with every variable the

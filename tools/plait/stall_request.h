@@ -1,10 +1,12 @@
-// `plait run` on SIGUSR1: asks the ranks' stall inspectors for a report through the job's
-// store (the world communicator of each rank answers; src/coll/stall/stall_inspector.h) and
-// prints it, without holding up the launcher's event loop: the request runs on a thread of
-// its own, one at a time.
+// `plait run` on SIGUSR1: asks the ranks' stall inspectors for a report and prints it. The
+// request is counted in a file the ranks' world communicators read every tick
+// (PLAIT_STALL_REQUESTS; src/coll/stall/stall_inspector.h), so that asking costs the ranks no
+// store call while nobody asks; the report comes back through the job's store. It runs on a
+// thread of its own, one request at a time, without holding up the launcher's event loop.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
@@ -22,9 +24,13 @@ class StallRequests {
 
   // Starts a request unless one is still running (then says so).
   void request();
+  // The request file, for the ranks' PLAIT_STALL_REQUESTS.
+  const std::string& path() const { return path_; }
 
  private:
   void run();
+  std::string path_;
+  int64_t requests_ = 0;
   const std::string host_;
   const int port_;
   const std::string token_;
