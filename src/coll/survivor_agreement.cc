@@ -12,6 +12,13 @@ namespace plait::coll {
 namespace {
 
 // "id:r0,r1,...", as the deciding survivor publishes it.
+// The decision in the store: "<communicator id>:<rank>,<rank>,...".
+std::string encode_decision(int64_t comm_id, const std::vector<int>& members) {
+  std::string text = std::to_string(comm_id) + ":";
+  for (size_t i = 0; i < members.size(); ++i) text += (i ? "," : "") + std::to_string(members[i]);
+  return text;
+}
+
 SurvivorAgreement parse_decision(const std::string& text, const ErrorContext& ctx) {
   SurvivorAgreement out;
   const size_t colon = text.find(':');
@@ -78,7 +85,7 @@ SurvivorAgreement agree_on_survivors(const SurvivorAgreementArgs& a) {
           log(LogLevel::kInfo, "shrink: rank ", a.rank, " decided the survivors: ranks [",
                          rank_list(members), "] of ", n, "; left out [", rank_list(missing), "]",
                          accounted ? "" : " (some never joined before the deadline)");
-          store.set(decision_key, std::to_string(id) + ":" + rank_list(members));
+          store.set(decision_key, encode_decision(id, members));
         }
         break;
       }

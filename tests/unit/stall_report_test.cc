@@ -1,4 +1,5 @@
 #include "coll/stall/stall_report.h"
+#include "core/rank_list.h"
 
 #include <gtest/gtest.h>
 

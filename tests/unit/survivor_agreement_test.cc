@@ -121,7 +121,7 @@ TEST(SurvivorAgreement, ARankThatNeverJoinsIsLeftOutAtTheDeadlineAndToldIfItCome
   EXPECT_EQ(late.error->category(), ErrorCategory::kAborted);
   EXPECT_NE(std::string(late.error->what()).find("rank 2 was left out"), std::string::npos)
       << late.error->what();
-  EXPECT_NE(std::string(late.error->what()).find("ranks [0,1,3]"), std::string::npos);
+  EXPECT_NE(std::string(late.error->what()).find("ranks [0, 1, 3]"), std::string::npos);
 }
 
 TEST(SurvivorAgreement, ARankReportedDeadByAPeerIsLeftOutEvenIfItJoined) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <sstream>
 
+#include "core/rank_list.h"
+
 namespace plait::coll {
 namespace {
 
@@ -68,21 +70,6 @@ std::optional<RankState> decode_state(std::string_view line) {
   s.current.count = f[5];
   s.waited_s = static_cast<double>(f[6]) / 1000.0;
   return s;
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  std::ostringstream out;
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (i > 0) out << ", ";
-    out << sorted[i];
-    if (j > i) out << (j == i + 1 ? ", " : "-") << sorted[j];
-    i = j + 1;
-  }
-  return out.str();
 }
 
 std::string stall_summary(const std::vector<RankState>& states) {

@@ -28,9 +28,6 @@ std::string encode_state(const RankState& state);
 // nullopt for a line that does not parse (a peer of another version, a damaged store).
 std::optional<RankState> decode_state(std::string_view line);
 
-// "0-4, 6": ascending ranks with runs joined.
-std::string rank_list(const std::vector<int>& ranks);
-
 // states[r]: rank r's answer (answered false when it gave none).
 std::string stall_summary(const std::vector<RankState>& states);
 

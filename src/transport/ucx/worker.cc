@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/rank_list.h"
 #include "transport/host_identity.h"
 #include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
@@ -57,12 +58,6 @@ std::string status_text(ucs_status_t s) { return ucx().ucs_status_string(s); }
 [[noreturn]] void fail_setup(const char* call, ucs_status_t s) {
   throw Error(ErrorCategory::kSystem, std::string(call) + " failed: " + status_text(s),
               {.op = "ucx fabric setup"});
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
 }
 
 // The transports of an endpoint's lanes, as ucx().ucp_ep_print_info() names them
