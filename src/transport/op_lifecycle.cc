@@ -222,4 +222,22 @@ void OpLifecycle::await_reports() { std::unique_lock reports(report_guard_); }
 
 void OpLifecycle::await_user_memory_access() { std::unique_lock barrier(user_memory_guard_); }
 
+void OpLifecycle::deliver_imm(int peer, uint64_t key, uint64_t offset, uint64_t bytes, uint32_t imm) {
+  PolicyCompletionQueue* cq = imm_cq_.load();
+  if (!cq) {
+    log(LogLevel::kDebug, "rank ", rank_, ": dropped immediate ", imm, " from rank ", peer,
+        ": no immediate completion queue is set");
+    return;
+  }
+  if (reporting_stopped()) return;
+  Completion c;
+  c.op = OpType::kRemoteWriteImm;
+  c.peer = peer;
+  c.bytes = bytes;
+  c.imm = imm;
+  c.offset = offset;
+  c.key = key;
+  cq->push(std::move(c));
+}
+
 }  // namespace plait::transport

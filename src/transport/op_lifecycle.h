@@ -78,6 +78,33 @@ class OpLifecycle {
   // (its peer has failed; for any source, every peer has, unless a sibling copy on another
   // provider may still match).
   void fail_if_no_sender(Op& recv, int peer);
+  // Posts a receive's op (new_recv or start_recv) to the provider's `matcher`. A buffered
+  // message it matches is delivered (an eager one whose payload is all there; one still
+  // arriving is the reader's to deliver) or, sent by rendezvous, handed to
+  // `rendezvous(op, message)`, the provider's own protocol. A sibling copy that matched on
+  // another provider first ends it here (off the op table, if it was in it). With nothing
+  // buffered, it fails when no sender is left (checked after posting: a failure from then on
+  // finds it posted).
+  template <typename Matcher, typename Rendezvous>
+  void match_recv(const OpRef& op, int peer, Matcher& matcher, Rendezvous&& rendezvous) {
+    typename Matcher::Posted posted = matcher.post(op);
+    if (!posted.match) {
+      if (op->done()) {
+        ops_.remove(*op);
+        return;
+      }
+      fail_if_no_sender(*op, peer);
+      return;
+    }
+    if (posted.match->rendezvous) rendezvous(op, *posted.match);
+    else if (posted.complete) deliver_buffered(*op, *posted.match);
+  }
+
+  // --- one-sided: immediates ---
+  // set_imm_cq(): where peers' writes with an immediate complete (null: they are dropped).
+  void set_imm_queue(CompletionQueue* cq) { imm_cq_.store(cq ? checked_cq(cq, "set_imm_cq") : nullptr); }
+  // A peer's write with an immediate landed in region `key`, `bytes` at `offset`.
+  void deliver_imm(int peer, uint64_t key, uint64_t offset, uint64_t bytes, uint32_t imm);
 
   // --- failures and cancellation ---
   // Marks the peer failed and logs why (orderly: it said goodbye); false if it already was.
@@ -120,6 +147,7 @@ class OpLifecycle {
   // found, so once cancel() returns no completion is still on its way into the queue (whose
   // owner may destroy it right away).
   FutexSharedMutex report_guard_;
+  std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
 
  private:
   bool any_peer_alive() const;

@@ -303,25 +303,6 @@ void ShmFabric::on_write_imm(Peer& p, const Record& r) {
   deliver_imm(p.rank, r.tag, r.word, r.arg0, r.imm);
 }
 
-void ShmFabric::deliver_imm(int peer, uint64_t key, uint64_t offset, uint64_t bytes,
-                            uint32_t imm) {
-  PolicyCompletionQueue* cq = imm_cq_.load();
-  if (!cq) {
-    log(LogLevel::kDebug, "rank ", rank_, ": dropped immediate ", imm, " from rank ", peer,
-        ": no immediate completion queue is set");
-    return;
-  }
-  if (reporting_stopped()) return;
-  Completion c;
-  c.op = OpType::kRemoteWriteImm;
-  c.peer = peer;
-  c.bytes = bytes;
-  c.imm = imm;
-  c.offset = offset;
-  c.key = key;
-  cq->push(std::move(c));
-}
-
 void ShmFabric::on_read_request(Peer& p, const Record& r) {
   Record resp;
   resp.type = RecordType::kReadResp;

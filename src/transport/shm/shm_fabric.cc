@@ -150,7 +150,7 @@ std::unique_ptr<MemoryRegion> ShmFabric::register_memory(void* addr, size_t leng
 }
 
 void ShmFabric::set_imm_cq(CompletionQueue* cq) {
-  imm_cq_.store(cq ? checked_cq(cq, "set_imm_cq") : nullptr);
+  set_imm_queue(cq);
 }
 
 bool ShmFabric::peer_failed(int peer) const {
@@ -205,10 +205,6 @@ PeerHealth* ShmFabric::health_of(int rank) const {
 ShmFabric::Peer* ShmFabric::checked_peer(int peer, const char* what) const {
   check_peer(peer, what);
   return peer_of(peer);
-}
-
-void ShmFabric::check_recv_peer(int peer) const {
-  if (peer != kAnySource) checked_peer(peer, "recv");
 }
 
 void ShmFabric::send_record(Peer& p, const Record& r, std::string payload) {

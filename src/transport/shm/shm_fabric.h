@@ -125,7 +125,6 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
   // --- peers (shm_fabric.cc; the op lifecycle is OpLifecycle's) ---
   PeerHealth* health_of(int rank) const override;
   Peer* checked_peer(int peer, const char* what) const;
-  void check_recv_peer(int peer) const;
   Peer* peer_of(int rank) const { return peers_[index_of_[rank]].get(); }
   // Writes a control record to the peer now or queues it (never blocks).
   void send_record(Peer& p, const Record& r, std::string payload = {});
@@ -156,7 +155,6 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
   void on_read_request(Peer& p, const Record& r);
   void on_atomic(Peer& p, const Record& r);
   void on_reply(Peer& p, const Record& r, const char* payload);
-  void deliver_imm(int peer, uint64_t key, uint64_t offset, uint64_t bytes, uint32_t imm);
   void reply(Peer& p, Record r, const std::string& denial);
   // A CMA copy failed: the peer died (ESRCH), or the memory was not there.
   Error cma_error(Peer& p, int err, const char* call, const ErrorContext& ctx);
@@ -194,7 +192,6 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
   std::unique_ptr<RegionPublisher> publisher_;
 
   Matcher matcher_;
-  std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
 
   // One drainer at a time: the progress thread or an inline poller (try-lock).
   std::mutex drain_mu_;

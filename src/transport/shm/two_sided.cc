@@ -89,30 +89,10 @@ void ShmFabric::recv_any_sibling(void* buf, size_t capacity, uint64_t tag, Compl
 void ShmFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
                           CompletionQueue* cq, uint64_t context,
                           std::shared_ptr<std::atomic<bool>> sibling) {
-  check_recv_peer(peer);
-  PolicyCompletionQueue* q = checked_cq(cq, "recv");
-  if (!buf && capacity > 0)
-    throw invalid_usage("null buffer", {.rank = rank_, .peer = peer, .op = "recv",
-                                        .bytes = static_cast<int64_t>(capacity)});
-  OpRef op = new_op(OpType::kRecv, peer, q, context);
-  op->local = static_cast<char*>(buf);
-  op->length = capacity;
-  op->tag = tag;
-  op->sibling = std::move(sibling);
-
-  Matcher::Posted posted = matcher_.post(op);
-  if (op->done() && !posted.match) return;  // a sibling copy on another provider matched first
-  if (posted.match) {
-    const Unexpected& m = *posted.match;
-    if (m.rendezvous)
-      accept_rendezvous(op, *peer_of(m.source), m);
-    else
-      deliver_buffered(*op, m);
-    return;
-  }
-  // Nothing buffered: a message can only still come from a live peer. (Checked after
-  // posting: a failure after this point finds the recv in the matcher.)
-  fail_if_no_sender(*op, peer);
+  OpRef op = new_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
+  match_recv(op, peer, matcher_, [&](const OpRef& recv, const Unexpected& m) {
+    accept_rendezvous(recv, *peer_of(m.source), m);
+  });
 }
 
 void ShmFabric::accept_rendezvous(const OpRef& recv, Peer& source, const Unexpected& request) {

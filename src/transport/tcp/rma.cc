@@ -132,7 +132,7 @@ void TcpFabric::on_write_payload(Stream& s, const WireHeader& h, Incoming& in) {
   const bool ok = in.denial.empty();
   if (h.flags & kFlagImm) {
     if (h.length == h.arg0) {  // the whole write in one piece
-      if (ok) deliver_imm(s.peer(), h);
+      if (ok) deliver_imm(s.peer(), h.tag, h.arg1, h.arg0, h.imm);
     } else {
       auto& writes = peers_[s.peer()]->imm_writes;
       auto [it, fresh] = writes.try_emplace(h.id);
@@ -142,7 +142,7 @@ void TcpFabric::on_write_payload(Stream& s, const WireHeader& h, Incoming& in) {
       if (it->second.remaining == 0) {
         bool deliver = !it->second.denied;
         writes.erase(it);
-        if (deliver) deliver_imm(s.peer(), h);
+        if (deliver) deliver_imm(s.peer(), h.tag, h.arg1, h.arg0, h.imm);
       }
     }
   }
@@ -151,24 +151,6 @@ void TcpFabric::on_write_payload(Stream& s, const WireHeader& h, Incoming& in) {
   ack.id = h.id;
   ack.arg0 = h.length;
   reply(s, ack, in.denial);
-}
-
-void TcpFabric::deliver_imm(int peer, const WireHeader& h) {
-  PolicyCompletionQueue* cq = imm_cq_.load();
-  if (!cq) {
-    log(LogLevel::kDebug, "rank ", rank_, ": dropped immediate ", h.imm, " from rank ", peer,
-        ": no immediate completion queue is set");
-    return;
-  }
-  if (reporting_stopped()) return;
-  Completion c;
-  c.op = OpType::kRemoteWriteImm;
-  c.peer = peer;
-  c.bytes = h.arg0;
-  c.imm = h.imm;
-  c.offset = h.arg1;
-  c.key = h.tag;
-  cq->push(std::move(c));
 }
 
 void TcpFabric::on_read_request(Stream& s, const WireHeader& h) {

@@ -107,7 +107,7 @@ std::unique_ptr<MemoryRegion> TcpFabric::register_memory(void* addr, size_t leng
 }
 
 void TcpFabric::set_imm_cq(CompletionQueue* cq) {
-  imm_cq_.store(cq ? checked_cq(cq, "set_imm_cq") : nullptr);
+  set_imm_queue(cq);
 }
 
 bool TcpFabric::peer_failed(int peer) const {

@@ -159,7 +159,6 @@ class TcpFabric final : public Fabric,
   void on_atomic(Stream& s, const WireHeader& h);
   Incoming on_reply(Stream& s, const WireHeader& h);
   void on_reply_payload(const WireHeader& h, Incoming& in);
-  void deliver_imm(int peer, const WireHeader& h);
   void reply(Stream& s, WireHeader h, const std::string& denial);
 
   // --- progress (progress.cc) ---
@@ -201,7 +200,6 @@ class TcpFabric final : public Fabric,
 
   std::shared_ptr<MemoryRegistry> registry_;
   Matcher matcher_;
-  std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
   std::vector<std::unique_ptr<Peer>> peers_;  // peers_[rank_] is null
 
   net::Fd epoll_;

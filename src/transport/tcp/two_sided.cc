@@ -91,24 +91,9 @@ void TcpFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
                           CompletionQueue* cq, uint64_t context,
                           std::shared_ptr<std::atomic<bool>> sibling) {
   OpRef op = start_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
-
-  Matcher::Posted posted = matcher_.post(op);
-  if (op->done()) {  // a sibling copy on another provider matched first
-    ops_.remove(*op);
-    return;
-  }
-  if (posted.match) {
-    const Unexpected& m = *posted.match;
-    if (m.rendezvous) {
-      accept_rendezvous(op, m.source, m.sender_op);
-    } else if (posted.complete) {
-      deliver_buffered(*op, m);
-    }  // else claimed: the socket reader delivers it once its payload is in
-    return;
-  }
-  // Nothing buffered: a message can only still come from a live peer. (Checked after
-  // posting: a failure after this point finds the recv in the op table.)
-  fail_if_no_sender(*op, peer);
+  match_recv(op, peer, matcher_, [&](const OpRef& recv, const Unexpected& m) {
+    accept_rendezvous(recv, m.source, m.sender_op);
+  });
 }
 
 void TcpFabric::accept_rendezvous(const OpRef& recv, int source, uint64_t sender_op) {

@@ -232,7 +232,7 @@ ucs_status_t UcxFabric::on_imm(void* arg, const void* header, size_t header_byte
   if (!read_header(header, header_bytes, &h)) return UCS_OK;
   const int source = f.checked_source(h.source, "immediate");
   if (source < 0 || f.peers_[source]->failed.load()) return UCS_OK;
-  f.deliver_imm(source, h);
+  f.deliver_imm(source, h.key, h.offset, h.length, h.imm);
   ImmDone d;
   d.source = f.rank_;
   d.op = h.op;
@@ -240,24 +240,6 @@ ucs_status_t UcxFabric::on_imm(void* arg, const void* header, size_t header_byte
   in.header = bytes_of(d);
   f.send_tracked(source, kAmImmDone, std::move(in), nullptr, 0, nullptr, UCP_AM_SEND_FLAG_EAGER);
   return UCS_OK;
-}
-
-void UcxFabric::deliver_imm(int peer, const ImmHeader& h) {
-  PolicyCompletionQueue* cq = imm_cq_.load();
-  if (!cq) {
-    log(LogLevel::kDebug, "rank ", rank_, ": dropped immediate ", h.imm, " from rank ", peer,
-        ": no immediate completion queue is set");
-    return;
-  }
-  if (reporting_stopped()) return;
-  Completion c;
-  c.op = OpType::kRemoteWriteImm;
-  c.peer = peer;
-  c.bytes = h.length;
-  c.imm = h.imm;
-  c.offset = h.offset;
-  c.key = h.key;
-  cq->push(std::move(c));
 }
 
 }  // namespace plait::transport::ucx

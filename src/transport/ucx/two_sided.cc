@@ -172,23 +172,12 @@ void UcxFabric::post_recv(int peer, void* buf, size_t capacity, uint64_t tag,
   // Posted receives live in the matcher (cancel() and a peer's failure look there too); a
   // receive enters the op table only if its message comes by rendezvous.
   OpRef op = new_recv(peer, buf, capacity, tag, cq, context, std::move(sibling));
-
-  Matcher::Posted posted = matcher_.post(op);
-  if (op->done()) return;  // a sibling copy on another provider matched first
-  if (posted.match) {
-    Unexpected& m = *posted.match;
-    if (m.rendezvous) {
-      std::lock_guard lock(worker_mu_);
-      if (receive_rendezvous(op, m.rndv_desc, m.length) == UCS_OK)
-        ucx().ucp_am_data_release(w_.worker, m.rndv_desc);  // dropped: the send completes
-      m.rndv_desc = nullptr;
-    } else {
-      deliver_buffered(*op, m);  // eager entries are complete when queued
-    }
-    return;
-  }
-  // Nothing buffered: a message can only still come from a live peer.
-  fail_if_no_sender(*op, peer);
+  match_recv(op, peer, matcher_, [&](const OpRef& recv, Unexpected& m) {
+    std::lock_guard lock(worker_mu_);
+    if (receive_rendezvous(recv, m.rndv_desc, m.length) == UCS_OK)
+      ucx().ucp_am_data_release(w_.worker, m.rndv_desc);  // dropped: the send completes
+    m.rndv_desc = nullptr;
+  });
 }
 
 ucs_status_t UcxFabric::receive_rendezvous(const OpRef& recv, void* desc, uint64_t length) {

@@ -113,7 +113,7 @@ std::unique_ptr<MemoryRegion> UcxFabric::register_memory(void* addr, size_t leng
 }
 
 void UcxFabric::set_imm_cq(CompletionQueue* cq) {
-  imm_cq_.store(cq ? checked_cq(cq, "set_imm_cq") : nullptr);
+  set_imm_queue(cq);
 }
 
 bool UcxFabric::peer_failed(int peer) const {

@@ -254,7 +254,6 @@ class UcxFabric final : public Fabric,
                                      void* data, size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t on_imm(void* arg, const void* header, size_t header_bytes, void* data,
                              size_t length, const ucp_am_recv_param_t* param);
-  void deliver_imm(int peer, const ImmHeader& h);
 
   // --- progress and failure (progress.cc) ---
   void start_progress();
@@ -284,7 +283,6 @@ class UcxFabric final : public Fabric,
   CostModel cost_model_;
   std::shared_ptr<MemoryRegistry> registry_;
   Matcher matcher_;
-  std::atomic<PolicyCompletionQueue*> imm_cq_{nullptr};
   std::vector<std::unique_ptr<Peer>> peers_;  // null for us and ranks we do not serve
 
   FutexMutex worker_mu_;
