@@ -10,6 +10,8 @@
 #include "core/reduce.h"
 #include "plait/error.h"
 #include "plait/bench_ops.h"
+#include "plait/bench_ps.h"
+#include "plait/bench_rdma.h"
 #include "plait/bench_options.h"
 #include "plait/bench_report.h"
 
@@ -79,6 +81,35 @@ TEST(BenchOptions, LaunchCountIsNotForwarded) {
   EXPECT_EQ(o.nranks, 4);
   EXPECT_EQ(o.forwarded_args, (std::vector<std::string>{"allgather", "--check", "--max", "1K"}));
   EXPECT_EQ(parse({"broadcast", "--nranks=3"}).nranks, 3);
+}
+
+// The subcommands read their options alike (tools/plait/option_reader.h): "--name=value" or
+// "--name value", checked values, and what the ranks of -n N get passed on whole.
+TEST(BenchOptions, SubcommandsReadOptionsAlike) {
+  const PsBenchOptions ps = parse_ps_bench_args({"--min=4K", "-n", "3", "--servers", "2", "--check"});
+  EXPECT_EQ(ps.min_bytes, 4096u);
+  EXPECT_EQ(ps.nranks, 3);
+  EXPECT_EQ(ps.servers, 2);
+  EXPECT_EQ(ps.forwarded_args, (std::vector<std::string>{"--min=4K", "--servers", "2", "--check"}));
+  const RdmaBenchOptions rdma = parse_rdma_bench_args({"--max=64K", "--factor", "2.5", "-n", "2"});
+  EXPECT_EQ(rdma.max_bytes, size_t{64} << 10);
+  EXPECT_EQ(rdma.factor, 2.5);
+  EXPECT_EQ(rdma.forwarded_args, (std::vector<std::string>{"--max=64K", "--factor", "2.5"}));
+  for (auto parse_sub : {+[](const std::vector<std::string>& a) { parse_ps_bench_args(a); },
+                         +[](const std::vector<std::string>& a) { parse_rdma_bench_args(a); }}) {
+    try {
+      parse_sub({"--iters", "0"});
+      ADD_FAILURE() << "--iters 0 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--iters takes an integer >= 1, not '0'"), std::string::npos) << e.what();
+    }
+    try {
+      parse_sub({"--bogus"});
+      ADD_FAILURE() << "--bogus accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("unknown option '--bogus'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(BenchOptions, Help) {

@@ -1,7 +1,6 @@
 #include "bench_compress.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -10,6 +9,7 @@
 #include "bench_options.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "option_reader.h"
 #include "plait/compress.h"
 #include "plait/error.h"
 
@@ -27,43 +27,32 @@ struct Options {
   bool help = false;
 };
 
-double to_double(const std::string& option, const std::string& text) {
-  double v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size())
-    throw invalid_usage(option + " takes a number, not '" + text + "'");
-  return v;
-}
-
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw invalid_usage(arg + " needs a value");
-      return args[++i];
-    };
+  OptionReader in(args);
+  while (in.next()) {
+    const std::string& arg = in.name();
     if (arg == "-h" || arg == "--help") o.help = true;
-    else if (arg == "--min") o.min_bytes = parse_bytes(value());
-    else if (arg == "--max") o.max_bytes = parse_bytes(value());
-    else if (arg == "--factor") o.factor = to_double(arg, value());
-    else if (arg == "--iters") o.iters = static_cast<int>(to_double(arg, value()));
-    else if (arg == "--json") o.json_path = value();
-    else if (arg == "--ratio") o.params.ratio = to_double(arg, value());
-    else if (arg == "--rank") o.params.rank = static_cast<int>(to_double(arg, value()));
-    else if (arg == "--levels") o.params.levels = static_cast<int>(to_double(arg, value()));
-    else if (arg == "--chunk") o.params.chunk = parse_bytes(value());
-    else if (arg == "--threshold") o.params.threshold = static_cast<float>(to_double(arg, value()));
+    else if (arg == "--min") o.min_bytes = in.bytes();
+    else if (arg == "--max") o.max_bytes = in.bytes();
+    else if (arg == "--factor") o.factor = in.factor();
+    else if (arg == "--iters") o.iters = in.integer(1);
+    else if (arg == "--json") o.json_path = in.value();
+    else if (arg == "--ratio") o.params.ratio = in.number();
+    else if (arg == "--rank") o.params.rank = in.integer(1);
+    else if (arg == "--levels") o.params.levels = in.integer(1);
+    else if (arg == "--chunk") o.params.chunk = in.bytes();
+    else if (arg == "--threshold") o.params.threshold = static_cast<float>(in.number());
     else if (arg == "--methods") {
       o.methods.clear();
-      std::string list = value();
+      const std::string list = in.value();
       for (size_t at = 0; at <= list.size();) {
         const size_t comma = std::min(list.find(',', at), list.size());
         o.methods.push_back(compress::parse_method(list.substr(at, comma - at)));
         at = comma + 1;
       }
     } else {
-      throw invalid_usage("unknown option '" + arg + "'");
+      in.unknown();
     }
   }
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes || o.factor <= 1.0)

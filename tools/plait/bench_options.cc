@@ -1,62 +1,23 @@
 #include "bench_options.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <string_view>
 
 #include "coll/schedule.h"
 #include "core/config.h"
+#include "option_reader.h"
 #include "plait/error.h"
 
 namespace plait::cli {
-namespace {
-
-int parse_int(const std::string& option, const std::string& text, int min_value) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || value < min_value) {
-    throw invalid_usage(option + " takes an integer >= " + std::to_string(min_value) +
-                        ", not '" + text + "'");
-  }
-  return value;
-}
-
-size_t parse_size(const std::string& option, const std::string& text) {
-  try {
-    return parse_bytes(text);
-  } catch (const Error& e) {
-    throw invalid_usage(option + ": " + e.message());
-  }
-}
-
-double parse_factor(const std::string& text) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || !std::isfinite(value) || value <= 1.0)
-    throw invalid_usage("--factor takes a number > 1, not '" + text + "'");
-  return value;
-}
-
-// Accepts "--opt value" and "--opt=value"; `i` moves past what was consumed.
-std::string take_value(const std::vector<std::string>& args, size_t& i,
-                       const std::string& option, const std::string& inline_value,
-                       bool has_inline) {
-  if (has_inline) return inline_value;
-  if (i + 1 >= args.size()) throw invalid_usage(option + " needs a value");
-  return args[++i];
-}
-
-}  // namespace
 
 BenchOptions parse_bench_args(const std::vector<std::string>& args) {
   BenchOptions o;
   bool have_op = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.size() < 2 || arg[0] != '-') {
+  OptionReader in(args);
+  while (in.next()) {
+    const std::string& arg = in.arg();
+    if (!in.is_option()) {
       if (have_op) throw invalid_usage("one operation only: '" + arg + "' after '" +
                                        std::string(to_string(o.op)) + "'");
       std::optional<BenchOp> op = parse_bench_op(arg);
@@ -69,51 +30,45 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
       o.forwarded_args.push_back(arg);
       continue;
     }
-    const size_t eq = arg.find('=');
-    const bool has_inline = arg.starts_with("--") && eq != std::string::npos;
-    const std::string name = has_inline ? arg.substr(0, eq) : arg;
-    const std::string inline_value = has_inline ? arg.substr(eq + 1) : "";
-    const size_t first = i;
-    auto value = [&] { return take_value(args, i, name, inline_value, has_inline); };
-
+    const std::string& name = in.name();
     if (name == "-h" || name == "--help") {
       o.help = true;
     } else if (name == "-n" || name == "--nranks") {
-      o.nranks = parse_int(name, value(), 1);
+      o.nranks = in.integer(1);
       continue;  // the launched ranks run in the job this starts, so -n is not forwarded
     } else if (name == "--min") {
-      o.min_bytes = parse_size(name, value());
+      o.min_bytes = in.bytes();
     } else if (name == "--max") {
-      o.max_bytes = parse_size(name, value());
+      o.max_bytes = in.bytes();
     } else if (name == "--factor") {
-      o.factor = parse_factor(value());
+      o.factor = in.factor();
     } else if (name == "--dtype") {
-      const std::string text = value();
+      const std::string text = in.value();
       std::optional<DataType> dtype = parse_dtype(text);
       if (!dtype)
         throw invalid_usage("--dtype: unknown type '" + text +
                             "'; one of: f32 f64 f16 bf16 i8 u8 i32 i64");
       o.dtype = *dtype;
     } else if (name == "--redop") {
-      const std::string text = value();
+      const std::string text = in.value();
       std::optional<ReduceOp> redop = parse_reduce_op(text);
       if (!redop)
         throw invalid_usage("--redop: unknown operator '" + text +
                             "'; one of: sum prod min max avg");
       o.redop = *redop;
     } else if (name == "--algo") {
-      o.algo = value();
+      o.algo = in.value();
       coll::Algorithm algorithm;
       if (!coll::parse_algorithm(o.algo, &algorithm))
         throw invalid_usage("--algo: unknown algorithm '" + o.algo +
                             "'; one of: auto naive ps ring halving_doubling "
                             "recursive_doubling binomial_tree double_binary_tree hierarchical");
     } else if (name == "--root") {
-      o.root = parse_int(name, value(), 0);
+      o.root = in.integer(0);
     } else if (name == "--iters") {
-      o.iters = parse_int(name, value(), 1);
+      o.iters = in.integer(1);
     } else if (name == "--warmup") {
-      o.warmup = parse_int(name, value(), 0);
+      o.warmup = in.integer(0);
     } else if (name == "--check") {
       o.check = true;
     } else if (name == "--inplace" || name == "--in-place") {
@@ -121,12 +76,12 @@ BenchOptions parse_bench_args(const std::vector<std::string>& args) {
     } else if (name == "--sync") {
       o.sync = true;
     } else if (name == "--json") {
-      o.json_path = value();
+      o.json_path = in.value();
       if (o.json_path.empty()) throw invalid_usage("--json needs a file name");
     } else {
-      throw invalid_usage("unknown option '" + arg + "' (plait bench --help lists them)");
+      in.unknown(" (plait bench --help lists them)");
     }
-    o.forwarded_args.insert(o.forwarded_args.end(), args.begin() + first, args.begin() + i + 1);
+    for (std::string& a : in.taken()) o.forwarded_args.push_back(std::move(a));
   }
   if (o.help) return o;
   if (!have_op)

@@ -13,6 +13,7 @@
 #include "bench_options.h"
 #include "bench_subcommand.h"
 #include "commands.h"
+#include "option_reader.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/reduce.h"
@@ -22,14 +23,6 @@
 
 namespace plait::cli {
 namespace {
-
-int to_int(const std::string& option, const std::string& text, int min) {
-  int v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || v < min)
-    throw invalid_usage(option + " takes an integer >= " + std::to_string(min) + ", not '" + text + "'");
-  return v;
-}
 
 double all_reduce(Communicator& comm, double v, ReduceOp op) {
   comm.allreduce(&v, &v, 1, DataType::kF64, op)->wait();
@@ -260,54 +253,31 @@ int run(const PsBenchOptions& o) {
 
 PsBenchOptions parse_ps_bench_args(const std::vector<std::string>& args) {
   PsBenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i], inline_value;
-    bool has_inline = false;
-    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      inline_value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_inline = true;
-    }
-    auto value = [&]() -> std::string {
-      if (has_inline) return inline_value;
-      if (i + 1 >= args.size()) throw invalid_usage(arg + " needs a value");
-      return args[++i];
-    };
-    auto bytes = [&](const std::string& text) {
-      try {
-        return parse_bytes(text);
-      } catch (const Error& e) {
-        throw invalid_usage(arg + ": " + e.message());
-      }
-    };
+  OptionReader in(args);
+  while (in.next()) {
+    const std::string& arg = in.name();
     if (arg == "-h" || arg == "--help") {
       o.help = true;
       continue;
     }
     if (arg == "-n") {
-      o.nranks = to_int(arg, value(), 2);
+      o.nranks = in.integer(2);
       continue;  // not forwarded: the ranks run the bench themselves
     }
-    o.forwarded_args.push_back(args[i]);
-    const size_t before = i;
-    if (arg == "--servers") o.servers = to_int(arg, value(), 1);
-    else if (arg == "--op") o.op = value();
-    else if (arg == "--mode") o.mode = value();
-    else if (arg == "--staleness") o.staleness = to_int(arg, value(), 0);
-    else if (arg == "--min") o.min_bytes = bytes(value());
-    else if (arg == "--max") o.max_bytes = bytes(value());
-    else if (arg == "--factor") {
-      const std::string text = value();
-      char* end = nullptr;
-      o.factor = std::strtod(text.c_str(), &end);
-      if (*end != '\0' || !(o.factor > 1)) throw invalid_usage("--factor takes a number > 1, not '" + text + "'");
-    } else if (arg == "--iters") o.iters = to_int(arg, value(), 1);
-    else if (arg == "--warmup") o.warmup = to_int(arg, value(), 0);
-    else if (arg == "--depth") o.depth = to_int(arg, value(), 1);
+    if (arg == "--servers") o.servers = in.integer(1);
+    else if (arg == "--op") o.op = in.value();
+    else if (arg == "--mode") o.mode = in.value();
+    else if (arg == "--staleness") o.staleness = in.integer(0);
+    else if (arg == "--min") o.min_bytes = in.bytes();
+    else if (arg == "--max") o.max_bytes = in.bytes();
+    else if (arg == "--factor") o.factor = in.factor();
+    else if (arg == "--iters") o.iters = in.integer(1);
+    else if (arg == "--warmup") o.warmup = in.integer(0);
+    else if (arg == "--depth") o.depth = in.integer(1);
     else if (arg == "--check") o.check = true;
-    else if (arg == "--json") o.json_path = value();
-    else throw invalid_usage("unknown option '" + args[i] + "'");
-    if (i > before) o.forwarded_args.push_back(args[i]);
+    else if (arg == "--json") o.json_path = in.value();
+    else in.unknown();
+    for (std::string& a : in.taken()) o.forwarded_args.push_back(std::move(a));
   }
   if (o.op != "push" && o.op != "pull" && o.op != "push_pull")
     throw invalid_usage("--op takes push, pull or push_pull, not '" + o.op + "'");

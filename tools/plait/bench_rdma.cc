@@ -12,6 +12,7 @@
 #include "bench_options.h"
 #include "bench_subcommand.h"
 #include "commands.h"
+#include "option_reader.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "plait/error.h"
@@ -24,15 +25,6 @@ using rdma::Completion;
 using rdma::CompletionQueue;
 
 constexpr uint64_t kTag = 0x7264;  // "rd"
-
-int to_int(const std::string& option, const std::string& text, int min) {
-  int v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || v < min)
-    throw invalid_usage(option + " takes an integer >= " + std::to_string(min) + ", not '" +
-                        text + "'");
-  return v;
-}
 
 // One peer of the measurement: its fabric, queue, buffers and the peer's key.
 struct Side {
@@ -199,57 +191,41 @@ int run(const RdmaBenchOptions& o) {
 
 RdmaBenchOptions parse_rdma_bench_args(const std::vector<std::string>& args) {
   RdmaBenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw invalid_usage(arg + " needs a value");
-      return args[++i];
-    };
-    auto bytes = [&](const std::string& text) {
-      try {
-        return parse_bytes(text);
-      } catch (const Error& e) {
-        throw invalid_usage(arg + ": " + e.message());
-      }
-    };
+  OptionReader in(args);
+  while (in.next()) {
+    const std::string& arg = in.name();
     if (arg == "-h" || arg == "--help") {
       o.help = true;
       continue;
     }
     if (arg == "-n") {
-      o.nranks = to_int(arg, value(), 2);
+      o.nranks = in.integer(2);
       continue;  // not forwarded: the ranks run the bench themselves
     }
-    const size_t before = i;
     if (arg == "--test") {
-      o.test = value();
+      o.test = in.value();
       if (o.test != "send_lat" && o.test != "put_lat" && o.test != "put_bw")
         throw invalid_usage("--test is send_lat, put_lat or put_bw, not '" + o.test + "'");
     } else if (arg == "--min") {
-      o.min_bytes = bytes(value());
+      o.min_bytes = in.bytes();
     } else if (arg == "--max") {
-      o.max_bytes = bytes(value());
+      o.max_bytes = in.bytes();
     } else if (arg == "--factor") {
-      const std::string text = value();
-      char* end = nullptr;
-      o.factor = std::strtod(text.c_str(), &end);
-      if (*end != '\0' || !(o.factor > 1))
-        throw invalid_usage("--factor takes a number > 1, not '" + text + "'");
+      o.factor = in.factor();
     } else if (arg == "--iters") {
-      o.iters = to_int(arg, value(), 1);
+      o.iters = in.integer(1);
     } else if (arg == "--window") {
-      o.window = to_int(arg, value(), 1);
+      o.window = in.integer(1);
     } else if (arg == "--memory") {
-      o.memory = value();
+      o.memory = in.value();
       if (o.memory != "fabric" && o.memory != "user")
         throw invalid_usage("--memory is fabric or user, not '" + o.memory + "'");
     } else if (arg == "--json") {
-      o.json_path = value();
+      o.json_path = in.value();
     } else {
-      throw invalid_usage("unknown option '" + arg + "'");
+      in.unknown();
     }
-    o.forwarded_args.insert(o.forwarded_args.end(), args.begin() + static_cast<std::ptrdiff_t>(before),
-                            args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    for (std::string& a : in.taken()) o.forwarded_args.push_back(std::move(a));
   }
   if (o.min_bytes > o.max_bytes) throw invalid_usage("--min is larger than --max");
   return o;
