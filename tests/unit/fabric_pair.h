@@ -1,5 +1,5 @@
 // Shared by the providers' unit tests (fabric_provider_test.cc: every provider;
-// tcp_fabric_test.cc: tcp's own): ranks as threads of this process, each with its own Fabric,
+// tcp_fabric_test.cc and shm_fabric_test.cc: each provider's own): ranks as threads of this process, each with its own Fabric,
 // one in-process store, and a pair of ranks with a completion queue each.
 #pragma once
 
@@ -24,12 +24,13 @@ using namespace std::chrono_literals;
 // A provider as the tests run it: which factory, over which UCX transports, and the words
 // its setup errors use.
 struct ProviderCase {
-  std::string name;      // test-name suffix: "tcp", "ucx_tcp", "ucx_sm"
-  std::string provider;  // "tcp" or "ucx"
+  std::string name;      // test-name suffix: "tcp", "ucx_tcp", "ucx_sm", "shm_cma_on"
+  std::string provider;  // "tcp", "ucx" or "shm"
   std::string ucx_tls;   // PLAIT_UCX_TLS for ucx
   // What a rank that never joins is called, and what is said of ranks that did not meet.
   std::string never_published;
   std::string did_not_meet;
+  std::string shm_cma;   // PLAIT_SHM_CMA for shm
 };
 
 inline ProviderCase tcp_case() {
@@ -40,7 +41,17 @@ inline ProviderCase ucx_case(const std::string& tls) {
   for (char c : tls) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return {name, "ucx", tls, "rank(s) 2 never published a UCX address", "no hello came"};
 }
+// shm with cross-memory attach on (single-copy rendezvous and one-sided operations) or off
+// (copies through the rings).
+inline ProviderCase shm_case(const std::string& cma) {
+  return {"shm_cma_" + cma, "shm", "", "rank(s) 2 never published", "never attached", cma};
+}
 inline void PrintTo(const ProviderCase& c, std::ostream* os) { *os << c.name; }
+
+// The case cannot run on this machine (then the test is skipped, saying why).
+inline std::string unavailable(const ProviderCase& c) {
+  return c.shm_cma == "on" && !cma_available() ? "no cross-memory attach here" : "";
+}
 
 // The case the running test is over (set by its fixture).
 inline ProviderCase g_case = tcp_case();
@@ -52,10 +63,12 @@ inline Config test_config() {
   c.tcp_streams = 2;
   c.tcp_stripe_bytes = 256 * 1024;
   c.ucx_tls = g_case.ucx_tls;
+  if (!g_case.shm_cma.empty()) c.shm_cma = g_case.shm_cma;
   return c;
 }
 
 inline std::unique_ptr<Fabric> create_for(const FabricOptions& options) {
+  if (g_case.provider == "shm") return create_shm_fabric(options);
   return g_case.provider == "ucx" ? create_ucx_fabric(options) : create_tcp_fabric(options);
 }
 

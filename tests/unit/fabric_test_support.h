@@ -2,6 +2,9 @@
 // Fabric, over one in-process store.
 #pragma once
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <exception>
 #include <functional>
 #include <memory>
@@ -13,6 +16,16 @@
 #include "transport/fabric.h"
 
 namespace plait::transport::test {
+
+// Whether this process may use process_vm_readv at all (a seccomp profile may forbid it).
+inline bool cma_available() {
+  static const bool ok = [] {
+    uint64_t src = 42, dst = 0;
+    iovec l{&dst, 8}, r{&src, 8};
+    return ::process_vm_readv(::getpid(), &l, 1, &r, 1, 0) == 8 && dst == 42;
+  }();
+  return ok;
+}
 
 inline FabricOptions fabric_options(int rank, int size, std::shared_ptr<Store> store,
                                     const Config& config, const std::string& token,

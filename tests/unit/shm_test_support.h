@@ -25,16 +25,7 @@
 namespace plait::transport::shm_test {
 
 using namespace std::chrono_literals;
-
-// Whether this process may use process_vm_readv at all (a seccomp profile may forbid it).
-inline bool cma_available() {
-  static const bool ok = [] {
-    uint64_t src = 42, dst = 0;
-    iovec l{&dst, 8}, r{&src, 8};
-    return ::process_vm_readv(::getpid(), &l, 1, &r, 1, 0) == 8 && dst == 42;
-  }();
-  return ok;
-}
+using test::cma_available;
 
 inline Config test_config(const std::string& cma = "auto") {
   Config c;
