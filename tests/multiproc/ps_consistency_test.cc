@@ -152,47 +152,66 @@ TEST(PsStale, SspPullWaitsForTheSlowWorkerNotForOneThatFinished) {
   EXPECT_EQ(count_of(r.output, "clock 3 answered at version 2"), 1u) << r.output;
 }
 
-// BSP with one backup worker. Worker w pushes 2^w, so a value names whose pushes it holds.
+// A BSP job with one backup worker: 4 workers, 1 server, key 1 of 1,024 f32 kept as each
+// round's sum. Worker w pushes 2^w, so a value names whose pushes it holds. On the server
+// the job is over when this returns (me < 0).
+struct BackupJob {
+  std::shared_ptr<Communicator> comm, workers;
+  std::shared_ptr<KVStore> kv;
+  int me = -1;
+  std::vector<float> g, out;
+
+  // A push_pull at `clock`, as "version V value X at clock C".
+  std::string step(int clock) {
+    auto wk = kv->push_pull(1, g.data(), out.data(), out.size(), DataType::kF32);
+    wk->wait();
+    for (size_t i = 1; i < out.size(); ++i)
+      if (out[i] != out[0]) return std::string("values differ");
+    return "version " + std::to_string(wk->version()) + " value " + std::to_string(static_cast<int>(out[0])) +
+           " at clock " + std::to_string(clock);
+  }
+};
+
+BackupJob backup_job(bool fold_late) {
+  auto bootstrap = bootstrap_from_env(30s);
+  BackupJob job;
+  job.comm = Communicator::create(bootstrap, {.name = "test"});
+  ps::Options o;
+  o.servers = 1;
+  o.backup_workers = 1;
+  o.fold_late = fold_late;
+  job.kv = KVStore::create(bootstrap, o);
+  const size_t n = 1024;
+  job.kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
+  if (job.kv->is_server()) {
+    job.kv->finalize();
+    return job;
+  }
+  job.me = job.kv->worker_index();
+  job.workers = job.comm->subgroup({0, 1, 2, 3});  // servers are the last ranks
+  job.g.assign(n, static_cast<float>(1 << job.me));
+  job.out.assign(n, 0.0f);
+  return job;
+}
+
 // Round 1 is applied with workers 0-2 alone (worker 3 waits at a barrier). Then worker 3
 // pushes its round-1 gradient, late: dropped, or with fold_late added to round 2, which
 // workers 0-2 then apply with it: 7 + 8 = 15. Rounds 3-4 go without worker 3 again.
 int backup_child() {
-  auto bootstrap = bootstrap_from_env(30s);
-  auto comm = Communicator::create(bootstrap, {.name = "test"});
-  ps::Options o;
-  o.servers = 1;
-  o.backup_workers = 1;
-  o.fold_late = env_int("PS_FOLD", 0) != 0;
-  auto kv = KVStore::create(bootstrap, o);
-  const size_t n = 1024;
-  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
-  if (kv->is_server()) {
-    kv->finalize();
-    return 0;
-  }
-  const int me = kv->worker_index();
-  auto workers = comm->subgroup({0, 1, 2, 3});  // servers are the last ranks
-  std::vector<float> g(n, static_cast<float>(1 << me)), out(n);
-  auto step = [&](int clock) {
-    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
-    wk->wait();
-    for (size_t i = 1; i < n; ++i)
-      if (out[i] != out[0]) return std::string("values differ");
-    return "version " + std::to_string(wk->version()) + " value " + std::to_string(static_cast<int>(out[0])) +
-           " at clock " + std::to_string(clock);
-  };
-  if (me < 3) {
-    std::printf("%s\n", step(1).c_str());
-    workers->barrier()->wait();  // round 1 applied: worker 3 pushes now, late
-    workers->barrier()->wait();  // its late push is in
-    for (int clock = 2; clock <= 4; ++clock) std::printf("%s\n", step(clock).c_str());
+  BackupJob job = backup_job(env_int("PS_FOLD", 0) != 0);
+  if (job.me < 0) return 0;
+  if (job.me < 3) {
+    std::printf("%s\n", job.step(1).c_str());
+    job.workers->barrier()->wait();  // round 1 applied: worker 3 pushes now, late
+    job.workers->barrier()->wait();  // its late push is in
+    for (int clock = 2; clock <= 4; ++clock) std::printf("%s\n", job.step(clock).c_str());
   } else {
-    workers->barrier()->wait();
-    std::printf("late %s\n", step(1).c_str());
-    workers->barrier()->wait();
+    job.workers->barrier()->wait();
+    std::printf("late %s\n", job.step(1).c_str());
+    job.workers->barrier()->wait();
   }
-  kv->finalize();
-  std::printf("worker %d: ps backup ok\n", me);
+  job.kv->finalize();
+  std::printf("worker %d: ps backup ok\n", job.me);
   return 0;
 }
 ChildMode backup_mode("ps_backup", backup_child);
@@ -218,35 +237,14 @@ TEST(PsBackup, ARoundIsAppliedWithTheFirstWorkersAndTheLateOneDroppedOrFolded) {
 // clock. (The version was rebuilt from the immediate's low 32 bits as at most the worker's
 // clock: 1 - (2^32 - 2) wrapped to about 1.8e19.)
 int backup_ahead_child() {
-  auto bootstrap = bootstrap_from_env(30s);
-  auto comm = Communicator::create(bootstrap, {.name = "test"});
-  ps::Options o;
-  o.servers = 1;
-  o.backup_workers = 1;
-  auto kv = KVStore::create(bootstrap, o);
-  const size_t n = 1024;
-  kv->register_key(1, n, DataType::kF32, {.update = {.rule = Rule::kSum}});
-  if (kv->is_server()) {
-    kv->finalize();
-    return 0;
-  }
-  const int me = kv->worker_index();
-  auto workers = comm->subgroup({0, 1, 2, 3});
-  std::vector<float> g(n, static_cast<float>(1 << me)), out(n);
-  auto step = [&](int clock) {
-    auto wk = kv->push_pull(1, g.data(), out.data(), n, DataType::kF32);
-    wk->wait();
-    for (size_t i = 1; i < n; ++i)
-      if (out[i] != out[0]) return std::string("values differ");
-    return "version " + std::to_string(wk->version()) + " value " + std::to_string(static_cast<int>(out[0])) +
-           " at clock " + std::to_string(clock);
-  };
-  if (me < 3)
-    for (int clock = 1; clock <= 3; ++clock) std::printf("%s\n", step(clock).c_str());
-  workers->barrier()->wait();  // rounds 1-3 applied
-  if (me == 3) std::printf("late %s\n", step(1).c_str());
-  kv->finalize();
-  std::printf("worker %d: ps backup ahead ok\n", me);
+  BackupJob job = backup_job(false);
+  if (job.me < 0) return 0;
+  if (job.me < 3)
+    for (int clock = 1; clock <= 3; ++clock) std::printf("%s\n", job.step(clock).c_str());
+  job.workers->barrier()->wait();  // rounds 1-3 applied
+  if (job.me == 3) std::printf("late %s\n", job.step(1).c_str());
+  job.kv->finalize();
+  std::printf("worker %d: ps backup ahead ok\n", job.me);
   return 0;
 }
 ChildMode backup_ahead_mode("ps_backup_ahead", backup_ahead_child);

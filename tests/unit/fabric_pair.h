@@ -144,4 +144,40 @@ class FabricPair : public ::testing::Test {
 };
 
 
+// A pair with a 6 MiB region of rank 1's, open to every access, and the queue its
+// immediates complete into.
+class FabricRmaPair : public FabricPair {
+ protected:
+  void SetUp() override {
+    FabricPair::SetUp();
+    target_.assign(kRegion, 0);
+    region_ = f(1).register_memory(target_.data(), kRegion, kAccessAll);
+    rk_ = region_->remote_key();
+    imm_cq_ = f(1).create_cq();
+    f(1).set_imm_cq(imm_cq_.get());
+  }
+  void TearDown() override {
+    region_.reset();
+    FabricPair::TearDown();  // before imm_cq_, which rank 1 delivers into
+  }
+  // The completion of rank 0's operation.
+  Completion done() { return wait_one(cq(0)); }
+  void expect_denied(const Completion& c, const std::string& fragment) {
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error->category(), ErrorCategory::kInvalidUsage);
+    EXPECT_NE(c.error->message().find("remote access denied by rank 1: "), std::string::npos)
+        << c.error->what();
+    EXPECT_NE(c.error->message().find(fragment), std::string::npos) << c.error->what();
+  }
+  bool target_untouched() {
+    return std::all_of(target_.begin(), target_.end(), [](uint8_t b) { return b == 0; });
+  }
+
+  static constexpr size_t kRegion = 6 << 20;
+  alignas(64) std::vector<uint8_t> target_;
+  std::unique_ptr<MemoryRegion> region_;
+  RemoteKey rk_;
+  std::unique_ptr<CompletionQueue> imm_cq_;
+};
+
 }  // namespace plait::transport::test

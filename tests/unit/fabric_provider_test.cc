@@ -228,39 +228,13 @@ TEST_P(ProviderPair, InvalidArgumentsThrowAtTheCall) {
 
 // --- one-sided ---
 
-class ProviderRma : public ProviderPair {
+class ProviderRma : public FabricRmaPair, public ::testing::WithParamInterface<ProviderCase> {
  protected:
   void SetUp() override {
-    ProviderPair::SetUp();
-    if (IsSkipped()) return;
-    target_.assign(kRegion, 0);
-    region_ = f(1).register_memory(target_.data(), kRegion, kAccessAll);
-    rk_ = region_->remote_key();
-    imm_cq_ = f(1).create_cq();
-    f(1).set_imm_cq(imm_cq_.get());
+    g_case = GetParam();
+    if (const std::string why = unavailable(g_case); !why.empty()) GTEST_SKIP() << why;
+    FabricRmaPair::SetUp();
   }
-  // Runs an op on rank 0 and returns its completion.
-  void TearDown() override {
-    region_.reset();
-    ProviderPair::TearDown();  // before imm_cq_, which rank 1 delivers into
-  }
-  Completion done() { return wait_one(cq(0)); }
-  void expect_denied(const Completion& c, const std::string& fragment) {
-    ASSERT_FALSE(c.ok());
-    EXPECT_EQ(c.error->category(), ErrorCategory::kInvalidUsage);
-    EXPECT_NE(c.error->message().find("remote access denied by rank 1: "), std::string::npos)
-        << c.error->what();
-    EXPECT_NE(c.error->message().find(fragment), std::string::npos) << c.error->what();
-  }
-  bool target_untouched() {
-    return std::all_of(target_.begin(), target_.end(), [](uint8_t b) { return b == 0; });
-  }
-
-  static constexpr size_t kRegion = 6 << 20;
-  alignas(64) std::vector<uint8_t> target_;
-  std::unique_ptr<MemoryRegion> region_;
-  RemoteKey rk_;
-  std::unique_ptr<CompletionQueue> imm_cq_;
 };
 
 TEST_P(ProviderRma, WriteAndReadSmallAndStriped) {

@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "plait/store.h"
+#include "fabric_pair.h"
 #include "fabric_test_support.h"
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
@@ -26,6 +27,8 @@ namespace plait::transport::shm_test {
 
 using namespace std::chrono_literals;
 using test::cma_available;
+using test::pattern;
+using test::wait_one;
 
 inline Config test_config(const std::string& cma = "auto") {
   Config c;
@@ -52,18 +55,6 @@ inline std::vector<std::unique_ptr<Fabric>> make_fabrics(
   });
 }
 
-inline Completion wait_one(CompletionQueue& cq) {
-  Completion c;
-  EXPECT_TRUE(cq.wait(&c, 20s)) << "no completion within 20 s";
-  return c;
-}
-
-inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 11));
-  return v;
-}
-
 inline std::string format(uint64_t key) { return format_key(key); }
 
 // A fabric name of this process alone, for tests that look into /dev/shm (ctest runs test
@@ -83,105 +74,18 @@ inline std::vector<std::string> job_segments(const std::string& token, const std
   return found;
 }
 
-// Two ranks and a completion queue each; parameterized by PLAIT_SHM_CMA.
-class ShmPair : public ::testing::TestWithParam<std::string> {
+// Two ranks and a completion queue each over shm, with PLAIT_SHM_CMA the test parameter
+// (fabric_pair.h's pair, for shm's own tests); ShmRma adds a region of rank 1's.
+template <typename Pair>
+class ShmCase : public Pair, public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "on" && !cma_available()) GTEST_SKIP() << "no cross-memory attach here";
-    start(test_config(GetParam()));
+    test::g_case = test::shm_case(GetParam());
+    if (const std::string why = test::unavailable(test::g_case); !why.empty()) GTEST_SKIP() << why;
+    Pair::SetUp();
   }
-  // Fabrics go first: a completion may still be on its way into a queue.
-  void TearDown() override {
-    f_.clear();
-    cqs_.clear();
-  }
-  void start(const Config& config) {
-    TearDown();
-    f_ = make_fabrics(2, config);
-    for (auto& f : f_) cqs_.push_back(f->create_cq());
-  }
-  Fabric& f(int r) { return *f_[r]; }
-  CompletionQueue& cq(int r) { return *cqs_[r]; }
-  size_t threshold() { return f(0).cost_model().eager_threshold; }
-
-  // Sends `data` 0 -> 1 and checks what arrives, with the recv posted first or after the
-  // message is known to have arrived unexpected.
-  void round_trip(const std::vector<uint8_t>& data, bool recv_first) {
-    std::vector<uint8_t> out(data.size() + 16, 0xee);
-    auto post_recv = [&] { f(1).recv(0, out.data(), out.size(), 77, &cq(1), 2); };
-    if (recv_first) post_recv();
-    f(0).send(1, data.data(), data.size(), 77, 0xabcdef0123ull, &cq(0), 1);
-    if (!recv_first) {
-      // A later message on the same ring, received first: the one before it has then been
-      // taken in, unexpected (rings deliver in order).
-      uint64_t marker = 5, got = 0;
-      f(0).send(1, &marker, 8, 78, 0, &cq(0), 9);
-      f(1).recv(0, &got, 8, 78, &cq(1), 9);
-      Completion m = wait_one(cq(1));
-      ASSERT_TRUE(m.ok()) << m.error->what();
-      ASSERT_EQ(m.context, 9u);
-      post_recv();
-    }
-    Completion r = wait_one(cq(1));
-    ASSERT_TRUE(r.ok()) << r.error->what();
-    EXPECT_EQ(r.op, OpType::kRecv);
-    EXPECT_EQ(r.context, 2u);
-    EXPECT_EQ(r.peer, 0);
-    EXPECT_EQ(r.tag, 77u);
-    EXPECT_EQ(r.bytes, data.size());
-    EXPECT_EQ(r.header, 0xabcdef0123ull);
-    EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin())) << data.size() << " bytes";
-    EXPECT_EQ(out[data.size()], 0xee) << "wrote past the message";
-    for (int i = 0; i < (recv_first ? 1 : 2); ++i) {
-      Completion s = wait_one(cq(0));
-      ASSERT_TRUE(s.ok()) << s.error->what();
-      EXPECT_EQ(s.op, OpType::kSend);
-      if (s.context == 1) {
-        EXPECT_EQ(s.bytes, data.size());
-      }
-    }
-  }
-
-  std::vector<std::unique_ptr<Fabric>> f_;
-  std::vector<std::unique_ptr<CompletionQueue>> cqs_;
 };
-
-
-// --- one-sided ---
-
-class ShmRma : public ShmPair {
- protected:
-  void SetUp() override {
-    ShmPair::SetUp();
-    if (IsSkipped()) return;
-    target_.assign(kRegion, 0);
-    region_ = f(1).register_memory(target_.data(), kRegion, kAccessAll);
-    rk_ = region_->remote_key();
-    imm_cq_ = f(1).create_cq();
-    f(1).set_imm_cq(imm_cq_.get());
-  }
-  void TearDown() override {
-    region_.reset();
-    ShmPair::TearDown();  // before imm_cq_, which rank 1 delivers into
-  }
-  Completion done() { return wait_one(cq(0)); }
-  void expect_denied(const Completion& c, const std::string& fragment) {
-    ASSERT_FALSE(c.ok());
-    EXPECT_EQ(c.error->category(), ErrorCategory::kInvalidUsage);
-    EXPECT_NE(c.error->message().find("remote access denied by rank 1: "), std::string::npos)
-        << c.error->what();
-    EXPECT_NE(c.error->message().find(fragment), std::string::npos) << c.error->what();
-  }
-  bool target_untouched() {
-    return std::all_of(target_.begin(), target_.end(), [](uint8_t b) { return b == 0; });
-  }
-
-  static constexpr size_t kRegion = 6 << 20;
-  std::vector<uint8_t> target_;
-  std::unique_ptr<MemoryRegion> region_;
-  RemoteKey rk_;
-  std::unique_ptr<CompletionQueue> imm_cq_;
-};
-
+using ShmPair = ShmCase<test::FabricPair>;
+using ShmRma = ShmCase<test::FabricRmaPair>;
 
 }  // namespace plait::transport::shm_test
