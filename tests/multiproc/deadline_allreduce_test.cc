@@ -436,6 +436,54 @@ TEST(DeadlineAllreduce, AnAggregatorThatGoesCancelsItsReceivesFirst) {
   }
 }
 
+// A rank's header claims 2^50 f32 values (4 PiB): the root cannot hold them. Its aggregator
+// fails the step with an error every rank hears, instead of letting std::bad_alloc end the
+// process from its thread.
+int aggregator_huge_child() {
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  const int me = comm->rank();
+  auto contributions = comm->split(0, me);
+  auto results = comm->split(0, me);
+  std::unique_ptr<deadline::Aggregator> aggregator;
+  if (me == 0)
+    aggregator = std::make_unique<deadline::Aggregator>(contributions, results,
+                                                        Options{.deadline = std::chrono::milliseconds(30)});
+  comm->barrier()->wait();
+  if (me == 1) {
+    deadline::wire::ContributionHeader h;
+    h.step = 0;
+    h.count = uint64_t{1} << 50;
+    h.dtype = static_cast<uint8_t>(DataType::kF32);
+    h.op = static_cast<uint8_t>(ReduceOp::kSum);
+    contributions->send(&h, sizeof h, DataType::kU8, 0, deadline::wire::tag(0, 0))->wait();
+  }
+  comm->barrier()->wait();
+  if (me == 0) {
+    try {
+      aggregator->take_result(0, std::chrono::seconds(10));
+      std::printf("FAIL: step 0 was decided\n");
+      return 1;
+    } catch (const Error& e) {
+      std::printf("refused: %s\n", e.what());
+    }
+  }
+  std::printf("ok\n");
+  return 0;
+}
+ChildMode aggregator_huge_mode("deadline_aggregator_huge", aggregator_huge_child);
+
+TEST(DeadlineAllreduce, AContributionTooLargeToHoldFailsTheStepAndNotTheProcess) {
+  auto results = spawn_ranks(2, {0, 1}, "deadline_aggregator_huge", [](int) {
+    // Under ASan an impossible allocation reports and aborts unless it may fail as it would.
+    return std::map<std::string, std::string>{{"PLAIT_TIMEOUT", "20000"},
+                                              {"ASAN_OPTIONS", "allocator_may_return_null=1"}};
+  });
+  for (const auto& r : results) EXPECT_EQ(r.status, 0) << "rank " << r.rank << ": " << r.output;
+  EXPECT_NE(results[0].output.find("refused: rank 0: deadline allreduce: a contribution's values do not fit"),
+            std::string::npos)
+      << results[0].output;
+}
+
 int bad_options_child() {
   auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
   int refused = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "core/log.h"
 #include "core/rank_list.h"
@@ -101,6 +102,12 @@ void Aggregator::run() {
       }
     } catch (const Error& e) {
       fail(e);
+    } catch (const std::bad_alloc&) {
+      // A contribution's values that this host cannot hold (a count a rank got wrong): every
+      // rank hears why, and no exception leaves this thread (that would end the process).
+      fail(invalid_usage("a contribution's values do not fit in this rank's memory "
+                         "(a rank passed a count far too large?)",
+                         {.rank = me_, .op = "deadline allreduce"}));
     }
     reap_sends();
     drop_done_steps();
