@@ -2,6 +2,7 @@
 // split and abort. The per-collective argument handling lives in collectives.cc.
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cstring>
 #include <iterator>
 #include <string_view>
@@ -404,11 +405,17 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
     id = draw_comm_id();
     store_->set(key, std::to_string(id));
   } else {
+    std::string text;
     try {
-      id = std::stoll(store_->get_string(key, timeout_));
+      text = store_->get_string(key, timeout_);
     } catch (const Error& e) {
       throw e.with_context(ctx);
     }
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (ec != std::errc() || end != text.data() + text.size())
+      throw invalid_usage("the store holds '" + text + "' for subgroup key '" + key +
+                              "', not a communicator id (another job shares this store?)",
+                          ctx);
   }
   if (id < 0) throw comm_ids_exhausted("subgroup");
   std::vector<int> fabric_ranks;

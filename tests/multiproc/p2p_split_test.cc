@@ -193,6 +193,56 @@ int rank0_store_child() {
 }
 ChildMode rank0_store("rank0_store", rank0_store_child);
 
+// A store that answers every subgroup key with text that is not a communicator id (another
+// job sharing the store, or a damaged one): the member that reads it gets an error naming
+// the key, not a std::invalid_argument out of std::stoll.
+class GarbledSubgroupStore : public Store {
+ public:
+  explicit GarbledSubgroupStore(std::shared_ptr<Store> base) : base_(std::move(base)) {}
+  void set(const std::string& key, const Bytes& value) override { base_->set(key, value); }
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    if (key.find("subgroup/") == std::string::npos) return base_->get(key, timeout);
+    const std::string garbled = "abc";
+    return Bytes(garbled.begin(), garbled.end());
+  }
+  int64_t add(const std::string& key, int64_t delta) override { return base_->add(key, delta); }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    base_->wait(keys, timeout);
+  }
+  bool check(const std::string& key) override { return base_->check(key); }
+  using Store::set;
+
+ private:
+  std::shared_ptr<Store> base_;
+};
+
+int garbled_subgroup_child() {
+  Bootstrap b = bootstrap_from_env(std::chrono::seconds(30));
+  b.store = std::make_shared<GarbledSubgroupStore>(b.store);
+  auto world = Communicator::create(b);
+  if (world->rank() == 1) {
+    try {
+      world->subgroup({0, 1});
+      std::printf("FAIL: a subgroup from a garbled id\n");
+      return 1;
+    } catch (const Error& e) {
+      std::printf("refused: %s [%s]\n", e.what(), std::string(to_string(e.category())).c_str());
+    }
+  }
+  world->barrier()->wait();
+  return 0;
+}
+ChildMode garbled_subgroup("garbled_subgroup", garbled_subgroup_child);
+
+TEST(Split, AGarbledSubgroupIdInTheStoreIsAnErrorNamingTheKey) {
+  auto results = spawn_ranks(2, {0, 1}, "garbled_subgroup", [](int) {
+    return std::map<std::string, std::string>{{"PLAIT_TIMEOUT", "20000"}};
+  });
+  for (const auto& r : results) EXPECT_EQ(r.status, 0) << "rank " << r.rank << ": " << r.output;
+  EXPECT_NE(results[1].output.find("the store holds 'abc' for subgroup key"), std::string::npos)
+      << results[1].output;
+}
+
 int unused_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
