@@ -1,6 +1,8 @@
 // The deadline allreduce's aggregator thread; see aggregator.h.
 #include "coll/deadline/aggregator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -11,6 +13,12 @@
 
 namespace plait::deadline {
 namespace {
+
+// What a contribution may claim at most: the host's physical memory.
+size_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+}
 
 std::string shape_text(const wire::ContributionHeader& h) {
   return std::to_string(h.count) + " x " + std::string(to_string(static_cast<DataType>(h.dtype))) +
@@ -103,8 +111,8 @@ void Aggregator::run() {
     } catch (const Error& e) {
       fail(e);
     } catch (const std::bad_alloc&) {
-      // A contribution's values that this host cannot hold (a count a rank got wrong): every
-      // rank hears why, and no exception leaves this thread (that would end the process).
+      // A contribution's values that fit the host's memory but cannot be had now: every rank
+      // hears why, and no exception leaves this thread (that would end the process).
       fail(invalid_usage("a contribution's values do not fit in this rank's memory "
                          "(a rank passed a count far too large?)",
                          {.rank = me_, .op = "deadline allreduce"}));
@@ -200,7 +208,13 @@ void Aggregator::handle(const EventQueue::Event& e) {
         break;
       }
       const size_t elem = dtype_size(static_cast<DataType>(slot.parsed.dtype));
-      slot.values.resize(slot.parsed.count * elem);
+      const size_t bytes = slot.parsed.count * elem;  // bounded by check_contribution()
+      if (bytes > host_memory_bytes())
+        throw invalid_usage("rank " + std::to_string(e.rank) + "'s contribution to step " +
+                                std::to_string(e.step) + " holds " + std::to_string(bytes) +
+                                " bytes, more than this host's memory (a count far too large?)",
+                            ctx);
+      slot.values.resize(bytes);
       const wire::Chunking& k = st.chunking;
       slot.chunk_done.assign(k.chunks, 0);
       for (size_t c = 0; c < k.chunks; ++c) {
