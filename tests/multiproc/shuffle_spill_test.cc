@@ -224,6 +224,9 @@ TEST_P(SpillSort, EveryRankGetsItsRangeInKeyOrderAndNothingIsLost) {
 // the reducer of 40 MB must stay within a bound far below that. (The bound is on the peak
 // resident size: under AddressSanitizer its quarantine of freed memory, which kept ~28 MB
 // of the mappers' chunks, is off for these cases.)
+// tests/CMakeLists.txt's ASAN_OPTIONS for sanitized runs, and no quarantine.
+constexpr const char* kBoundedAsanOptions = "intercept_tls_get_addr=0:quarantine_size_mb=0";
+
 INSTANTIATE_TEST_SUITE_P(
     Cases, SpillSort,
     ::testing::Values(
@@ -242,15 +245,15 @@ INSTANTIATE_TEST_SUITE_P(
         SpillCase{"push_one_key_bounded", 4,
                   {{"SHUFFLE_MODE", "push"}, {"SPILL_KEYS", "one"}, {"SPILL_RECORDS", "100000"},
                    {"SPILL_CHUNK", "5000"}, {"SPILL_BUDGET", "1048576"}, {"SPILL_MEM_BOUND_KB", "16384"},
-                   {"ASAN_OPTIONS", "quarantine_size_mb=0"}}},
+                   {"ASAN_OPTIONS", kBoundedAsanOptions}}},
         SpillCase{"one_key_bounded", 4,
                   {{"SPILL_KEYS", "one"}, {"SPILL_RECORDS", "100000"}, {"SPILL_CHUNK", "5000"},
                    {"SPILL_BUDGET", "1048576"}, {"SPILL_MEM_BOUND_KB", "16384"},
-                   {"ASAN_OPTIONS", "quarantine_size_mb=0"}}},
+                   {"ASAN_OPTIONS", kBoundedAsanOptions}}},
         SpillCase{"zipf_bounded", 4,
                   {{"SPILL_KEYS", "zipf"}, {"SPILL_RECORDS", "100000"}, {"SPILL_CHUNK", "5000"},
                    {"SPILL_BUDGET", "1048576"}, {"SPILL_MEM_BOUND_KB", "16384"},
-                   {"ASAN_OPTIONS", "quarantine_size_mb=0"}}}),
+                   {"ASAN_OPTIONS", kBoundedAsanOptions}}}),
     [](const auto& info) { return info.param.name; });
 
 TEST(SpillSortFaults, AMapperDyingWhileItsSpillIsServedIsNamedByEveryOtherRank) {
