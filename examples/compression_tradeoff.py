@@ -235,7 +235,9 @@ def worker(args):
             "sent_bytes_per_iter": totals[0].item() / world / step,
             "fp32_bytes_per_iter": 4 * n_params,
             "compress_s_per_iter": totals[1].item() / world / step if plait_stats else None,
-            "bucket_bytes": ddp._get_ddp_logging_data().get("bucket_sizes", "?"),
+            # DDP lays the buckets out again after the first step (the first one up to 1 MiB).
+            "bucket_bytes": ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes")
+            or ddp._get_ddp_logging_data().get("bucket_sizes", "?"),
             "curve": curve,
         }
         with open(args.result, "w") as f:
