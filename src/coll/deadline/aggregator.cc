@@ -260,7 +260,20 @@ void Aggregator::handle(const EventQueue::Event& e) {
 }
 
 void Aggregator::drop_done_steps() {
-  std::erase_if(steps_, [](const auto& entry) { return entry.second.decided && entry.second.pending == 0; });
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    Step& st = it->second;
+    if (st.decided && st.pending == 0 && receives_done(st)) it = steps_.erase(it);
+    else ++it;
+  }
+}
+
+bool Aggregator::receives_done(Step& st) {
+  for (Slot& slot : st.slots) {
+    if (slot.header_work && !slot.header_work->test()) return false;
+    for (WorkPtr& w : slot.chunk_works)
+      if (!w->test()) return false;
+  }
+  return true;
 }
 
 void Aggregator::chunk_arrived(Step& st, int rank, size_t chunk) {

@@ -116,8 +116,11 @@ class Aggregator {
   // without it, as without any late rank, and nothing more is sent to it. Steps it leaves
   // done stay until drop_done_steps() (a caller may be handling one of them).
   void rank_gone(int rank, const Error& why);
-  // Forgets the decided steps that wait for nothing more.
+  // Forgets the decided steps that wait for nothing more: every slot finished or closed, and
+  // no receive still posted into a slot's buffers. A rank that left (closed) may still have
+  // receives posted, which the engine can yet fill from messages it holds.
   void drop_done_steps();
+  static bool receives_done(Step& st);
   void reap_sends();
   // Every decided step has all its contributions and every result was delivered.
   bool drained() const;
