@@ -40,6 +40,7 @@ void Shuffle::Impl::fail(const rdma::Completion& c) {
     case Op::kTargetIn: what = "where to write its blocks, from reducer " + std::to_string(peer); break;
     case Op::kDoneIn: what = "the end of the round from rank " + std::to_string(peer); break;
     case Op::kSend: what = "a message to rank " + std::to_string(peer); break;
+    case Op::kAsked: what = "a read request or credit to mapper " + std::to_string(peer); break;
     case Op::kRead: what = "reading " + block_text(peer, from); break;
     case Op::kData: what = "reading the spilled part of " + block_text(peer, from); break;
     case Op::kWrite:
@@ -135,6 +136,8 @@ void Shuffle::Impl::send_locations() {
       from_[m].erase(from_[m].begin());
       from_[m].resize(got.blocks);
       have[m] = 1;
+    } else if (ctx_op(c.context) != Op::kSend) {
+      continue;  // not one of this phase's messages
     }
     --expected;
   }
@@ -165,10 +168,13 @@ void Shuffle::Impl::finish_round() {
       }
     rdma::Completion c = next(waiting);
     if (ctx_op(c.context) == Op::kDoneIn) have[ctx_peer(c.context)] = 1;
+    else if (ctx_op(c.context) != Op::kSend) continue;  // not one of this phase's messages
     --expected;
   }
-  // Spilled records still on their way out: their staging buffers stay until sent.
-  while (serving_ > 0) serve(wait_one("spilled records to be sent"));
+  // Spilled records still on their way out: their staging buffers stay until sent; and our
+  // own read requests' sends, which the mappers answered already.
+  while (serving_ > 0 || asks_out_ > 0)
+    serve(wait_one(serving_ > 0 ? "spilled records to be sent" : "its read requests to be sent"));
 }
 
 void Shuffle::Impl::end_round() {
@@ -186,6 +192,7 @@ void Shuffle::Impl::end_round() {
   serve_buffer_.clear();
   serve_free_.clear();
   serving_ = 0;
+  asks_out_ = 0;
   runs_.clear();
   held_bytes_ = 0;
   spill_.reset();

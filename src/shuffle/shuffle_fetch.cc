@@ -50,6 +50,9 @@ bool Shuffle::Impl::serve(const rdma::Completion& c) {
       serve_free_.push_back(static_cast<int>(ctx_id(c.context)));
       --serving_;
       break;
+    case Op::kAsked:
+      --asks_out_;
+      break;
     default:
       return false;
   }
@@ -106,7 +109,8 @@ void Shuffle::Impl::pump_requests(int mapper) {
     fabric_.recv(mapper, f.dest, f.bytes, tag(MsgKind::kData, f.id), *cq_, ctx(Op::kData, mapper, f.id));
     request_out_[f.id] = {f.block->offset + f.offset, f.bytes, f.id};
     fabric_.send(mapper, &request_out_[f.id], sizeof(RequestWire), tag(MsgKind::kRequest), 0, *cq_,
-                 ctx(Op::kSend, mapper));
+                 ctx(Op::kAsked, mapper));
+    ++asks_out_;
   }
 }
 

@@ -52,7 +52,8 @@ class Shuffle::Impl {
   // What a completion is about: kind in the top byte, peer and an id below.
   enum class Op : uint64_t {
     kLocationIn = 1, kTargetIn, kDoneIn, kSend, kRead, kWrite, kData, kRequestIn, kServed,
-    kCreditIn, kPushed, kNotified, kWritten
+    kCreditIn, kPushed, kNotified, kWritten,
+    kAsked  // a read request or a credit this reducer sent
   };
   static uint64_t ctx(Op op, int peer, uint64_t id = 0) {
     return static_cast<uint64_t>(op) << 56 | static_cast<uint64_t>(peer) << 32 | id;
@@ -174,6 +175,9 @@ class Shuffle::Impl {
   std::vector<Buffer> serve_buffer_;
   std::vector<int> serve_free_;
   int serving_ = 0;  // data sends, pushes and their notices not yet completed
+  // Read requests and credits sent whose sends have not completed: the round waits for them,
+  // so that no completion of one is taken for a later phase's message.
+  int asks_out_ = 0;
 
   // Serving credits (push with a key): a receive posted per peer and slot; the credits
   // waiting for a write, and those being written (the write's context indexes pushing_).

@@ -131,7 +131,8 @@ void Shuffle::Impl::ask_credit(const Fetch& f) {
                        key.key,
                        static_cast<uint64_t>(f.dest - windows_base_)};
   fabric_.send(f.mapper, &credit_out_[f.id], sizeof(CreditWire), tag(MsgKind::kCredit), 0, *cq_,
-               ctx(Op::kSend, f.mapper));
+               ctx(Op::kAsked, f.mapper));
+  ++asks_out_;
 }
 
 bool Shuffle::Impl::serve_credit(const rdma::Completion& c) {
