@@ -143,12 +143,22 @@ def ps_numpy(consistency):
             assert np.allclose(out, weights - 0.5 * (mine + theirs) / 2 * step, atol=1e-5), (step, out[:3])
         else:
             # One SGD step of lr 0.5 per push, as it arrives: the value holds j of this
-            # worker's pushes and k of the other's, the same for every element, and the
+            # worker's pushes and k of the other's, the same within a chunk, and the
             # version is the fewer of the two (SSP, staleness 1: at least step - 1). j may be
             # step - 1: the pull's request goes out before its push, and on shared memory the
             # reply never held this call's own push (j = step - 1 in every run, 2026-12-06).
-            j, k = pushes_in((weights - out) / 0.5, mine, theirs, 3)
-            assert j <= step and work.version == min(j, k), (step, j, k, work.version)
+            # The key is 2 chunks (PLAIT_PS_CHUNK 256K): each chunk of the reply may be sent
+            # after another push of the other worker was applied to it (one element 11, the
+            # first, and others not, seen once under load), so the pushes held are counted per distinct value; where the whole reply
+            # holds the same pushes, the version is the fewer of the two.
+            moved = (weights - out) / 0.5
+            held = {pushes_in(moved[np.isclose(moved, v, atol=1e-3)], mine, theirs, 3)
+                    for v in np.unique(np.round(moved, 2))}
+            assert all(j <= step for j, _ in held), (step, held)
+            if len(held) == 1:
+                j, k = next(iter(held))
+                assert work.version == min(j, k), (step, j, k, work.version)
+            assert work.version <= step, (step, held, work.version)
             if consistency == "ssp":
                 assert work.version >= step - 1, (step, work.version)
     # Many keys in one call (f64 and i32, rule sum): each key's value, and the version is the
