@@ -20,7 +20,7 @@ build: deps
 run: build
 	@$(BUILD)/tools/plait/plait bench -n 4 allreduce --check --min 8 --max 64M --factor 16
 	@PYTHONPATH=$(BUILD)/python $(BUILD)/tools/plait/plait run -n 4 -- \
-		/usr/bin/python3 examples/ddp_fashion_mnist.py --backend plait
+		.venv/bin/python examples/ddp_fashion_mnist.py --backend plait
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900

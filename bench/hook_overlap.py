@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Does a DDP comm hook overlap backward? A profile of one step, and seconds per step.
 
-    build/tools/plait/plait run -n 2 -- /usr/bin/python3 bench/hook_overlap.py --method fp16
-    build/tools/plait/plait run -n 2 -- /usr/bin/python3 bench/hook_overlap.py --method fp16 --wait
+    build/tools/plait/plait run -n 2 -- .venv/bin/python bench/hook_overlap.py --method fp16
+    build/tools/plait/plait run -n 2 -- .venv/bin/python bench/hook_overlap.py --method fp16 --wait
 
 Trains the compression trade-off's wide model (784-2048-2048-10, 5.8 M parameters, as 1x1
 convolutions where torch has oneDNN) on random data with DDP's default bucketing (25 MiB

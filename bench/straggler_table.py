@@ -2,10 +2,10 @@
 """The straggler experiment's table: examples/straggler_fashion_mnist.py with each method,
 REPS runs each, interleaved (run r of every method before run r+1), the same trace for all.
 
-    /usr/bin/python3 bench/straggler_table.py                       # 4 ranks, --trace 0.2:3
-    REPS=3 RANKS=4 ARGS="--trace 0.2:3 --batch 960 --lr 0.1" /usr/bin/python3 bench/straggler_table.py
+    .venv/bin/python bench/straggler_table.py                       # 4 ranks, --trace 0.2:3
+    REPS=3 RANKS=4 ARGS="--trace 0.2:3 --batch 960 --lr 0.1" .venv/bin/python bench/straggler_table.py
     METHODS="allreduce deadline@20 deadline@1000@1" ...   # method[@deadline_ms[@backup]]
-    sudo ARGS="--trace 0.2:3 --batch 960 --lr 0.1 --slow-link 1:100mbit" /usr/bin/python3 ...
+    sudo ARGS="--trace 0.2:3 --batch 960 --lr 0.1 --slow-link 1:100mbit" .venv/bin/python ...
 
 With --slow-link in ARGS every run goes on the network-namespace testbed (one rank per host,
 examples/netns_testbed.py) instead of under plait run.
@@ -37,8 +37,8 @@ def command(ranks, example, args):
     """Runs examples/`example` with `args` on `ranks` ranks."""
     script = os.path.join(ROOT, "examples", example)
     if "--slow-link" in ARGS:  # the example builds the testbed and starts its ranks itself
-        return ["/usr/bin/python3", script, *args, "--ranks", str(ranks)]
-    return [PLAIT, "run", "-n", str(ranks), "--", "/usr/bin/python3", script, *args]
+        return [".venv/bin/python", script, *args, "--ranks", str(ranks)]
+    return [PLAIT, "run", "-n", str(ranks), "--", ".venv/bin/python", script, *args]
 
 
 # ps-bsp, ps-asp, ps-ssp@S (staleness), ps-bsp@0@B (backup workers): the parameter server

@@ -3,8 +3,8 @@
 
 Launch like any torch.distributed job; every rank runs the same calls:
 
-    build/tools/plait/plait run -n 2 /usr/bin/python3 bench/torch_breakdown.py
-    build/tools/plait/plait run -n 1 /usr/bin/python3 bench/torch_breakdown.py --sizes 8
+    build/tools/plait/plait run -n 2 .venv/bin/python bench/torch_breakdown.py
+    build/tools/plait/plait run -n 1 .venv/bin/python bench/torch_breakdown.py --sizes 8
 
 Layers, each an in-place float32 sum, each timed on its own:
 

@@ -13,13 +13,13 @@
 # `import plait.torch` fails (build/python is put on PYTHONPATH). Every run's full output and the
 # sweep JSON files are kept in --out DIR (default: a new directory under ${TMPDIR:-/tmp}).
 #
-# Environment: PYTHON (default /usr/bin/python3, which must have torch), PLAIT (the plait binary),
+# Environment: PYTHON (default .venv/bin/python, which must have torch), PLAIT (the plait binary),
 # LAUNCHER (plait | torchrun), TIMEOUT (seconds per run, default 600).
 # Exit status: 0 when every run that was attempted succeeded, 1 otherwise, 2 on a usage error.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+PYTHON="${PYTHON:-.venv/bin/python}"
 PLAIT="${PLAIT:-$ROOT/build/tools/plait/plait}"
 TIMEOUT="${TIMEOUT:-600}"
 MODE=sweep

@@ -13,7 +13,7 @@
 # between the three kinds so that a noisy minute spreads over all of them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+PYTHON="${PYTHON:-.venv/bin/python}"
 ranks=2 runs=5 sizes="8 8K 1M" iters=5000 build="$ROOT/build" gloo=1
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -3,9 +3,9 @@
 
 Launch it like any torch.distributed job (init_method env://):
 
-    build/tools/plait/plait run -n 4 /usr/bin/python3 bench/torch_sweep.py --backend gloo
-    build/tools/plait/plait run -n 2 /usr/bin/python3 bench/torch_sweep.py --op all_gather --max 1M
-    /usr/bin/python3 -m torch.distributed.run --redirects 1 --tee 1 --nproc_per_node 4 \\
+    build/tools/plait/plait run -n 4 .venv/bin/python bench/torch_sweep.py --backend gloo
+    build/tools/plait/plait run -n 2 .venv/bin/python bench/torch_sweep.py --op all_gather --max 1M
+    .venv/bin/python -m torch.distributed.run --redirects 1 --tee 1 --nproc_per_node 4 \\
         bench/torch_sweep.py --backend gloo --json gloo.json
 
 (`--redirects 1 --tee 1` only works around Debian's torch 1.13 torchrun on Python 3.11, whose
@@ -58,7 +58,7 @@ try:
     import torch.distributed as dist
 except ImportError as e:  # pragma: no cover - environment problem
     sys.exit(f"error: PyTorch is required ({e}); use an interpreter with torch, "
-             f"e.g. /usr/bin/python3 on Debian")
+             f"e.g. .venv/bin/python (make deps installs it)")
 
 OPS = {
     "all_reduce": "all_reduce", "allreduce": "all_reduce",

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Does gradient compression pay? Time to accuracy on hosts with capped links.
 
-    sudo /usr/bin/python3 examples/compression_tradeoff.py                 # both link rates
-    sudo /usr/bin/python3 examples/compression_tradeoff.py --rates 1gbit --epochs 1 \\
+    sudo .venv/bin/python examples/compression_tradeoff.py                 # both link rates
+    sudo .venv/bin/python examples/compression_tradeoff.py --rates 1gbit --epochs 1 \\
         --configs default@gloo powersgd@plait torch-powersgd@gloo
 
 Trains Fashion-MNIST with DistributedDataParallel on --ranks ranks, each in its own network
@@ -34,7 +34,7 @@ Models: "wide" (784-2048-2048-10, 5.8 M parameters, 23 MB of fp32 gradients a st
 example's 784-256-128-10). PowerSGD's rank, top-k's ratio and the step compression starts at
 apply to plait's and torch's hooks alike.
 
-Needs root (network namespaces) and Debian's /usr/bin/python3 with torch and matplotlib. The
+Needs root (network namespaces) and .venv/bin/python (torch and matplotlib). The
 lab's names and addresses follow netns_lab.sh's environment (ANC_NS_PREFIX, ANC_BR_NS,
 ANC_SUBNET), so two labs can run side by side.
 """

@@ -4,9 +4,9 @@
 Run it with plait's launcher or with torchrun (both set RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT; the process group is created with init_method env://):
 
-    build/tools/plait/plait run -n 4 /usr/bin/python3 examples/ddp_fashion_mnist.py
-    build/tools/plait/plait run -n 4 /usr/bin/python3 examples/ddp_fashion_mnist.py --backend gloo
-    /usr/bin/python3 -m torch.distributed.run --nproc_per_node 4 \\
+    build/tools/plait/plait run -n 4 .venv/bin/python examples/ddp_fashion_mnist.py
+    build/tools/plait/plait run -n 4 .venv/bin/python examples/ddp_fashion_mnist.py --backend gloo
+    .venv/bin/python -m torch.distributed.run --nproc_per_node 4 \\
         examples/ddp_fashion_mnist.py --backend gloo
 
 (Debian 12's torchrun, torch 1.13 on Python 3.11, fails before starting any rank with
@@ -90,7 +90,7 @@ try:
     from torch.utils.data.distributed import DistributedSampler
 except ImportError as e:  # pragma: no cover - environment problem
     sys.exit(f"error: PyTorch is required ({e}); use an interpreter with torch, "
-             f"e.g. /usr/bin/python3 on Debian")
+             f"e.g. .venv/bin/python (make deps installs it)")
 
 DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
 

@@ -2,7 +2,7 @@
 """Data-parallel training that survives a dead rank in the job: Communicator.shrink().
 
     build/tools/plait/plait run -n 4 --enable-recovery -- \\
-        /usr/bin/python3 examples/elastic_fashion_mnist.py --kill 2:60
+        .venv/bin/python examples/elastic_fashion_mnist.py --kill 2:60
 
 The DDP example's MLP on Fashion-MNIST, with plait's own communicator instead of
 torch.distributed (whose process group cannot shrink). Every step takes the next --batch

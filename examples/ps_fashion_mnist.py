@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parameter-server training of the DDP example's MLP on Fashion-MNIST, over plait.ps.
 
-    build/tools/plait/plait run -n 6 -- /usr/bin/python3 examples/ps_fashion_mnist.py --servers 2
+    build/tools/plait/plait run -n 6 -- .venv/bin/python examples/ps_fashion_mnist.py --servers 2
     ... --mode asp            # every push applied as it arrives
     ... --mode ssp --staleness 4
 

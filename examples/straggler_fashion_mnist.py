@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Data-parallel training with stragglers: a synchronous allreduce against the deadline allreduce.
 
-    build/tools/plait/plait run -n 4 -- /usr/bin/python3 examples/straggler_fashion_mnist.py \\
+    build/tools/plait/plait run -n 4 -- .venv/bin/python examples/straggler_fashion_mnist.py \\
         --aggregate deadline --deadline-ms 30 --trace 0.15:3
 
 The elastic example's model, data and step (examples/elastic_fashion_mnist.py): a global batch
@@ -31,7 +31,7 @@ and a slow link: started as root without plait run, --slow-link RANK:RATE runs -
 on a testbed of network-namespace hosts (examples/netns_testbed.py), that rank's link capped
 at RATE, the others at --link-rate:
 
-    sudo /usr/bin/python3 examples/straggler_fashion_mnist.py --aggregate deadline \
+    sudo .venv/bin/python examples/straggler_fashion_mnist.py --aggregate deadline \
         --slow-link 1:100mbit --trace 0.2:3
 
 A rank that missed a step's deadline skips the next step's compute and joins it without values

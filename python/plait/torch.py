@@ -24,13 +24,14 @@ import os as _os
 import socket as _socket
 import time as _time
 
+import torch as _torch
 import torch.distributed as _dist
 
 from . import torch_checkpoint as checkpoint  # noqa: F401  (plait.torch.checkpoint.Checkpointer)
 from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
 from ._plait_torch import ProcessGroupPlait, _finish_completion_jobs_at_exit
 
-__all__ = ["ProcessGroupPlait", "checkpoint", "create_process_group", "hooks", "init_process_group"]
+__all__ = ["ProcessGroupPlait", "backend_of", "checkpoint", "create_process_group", "hooks", "init_process_group"]
 
 
 def init_process_group(backend="plait", init_method=None, timeout=_datetime.timedelta(minutes=30),
@@ -60,6 +61,18 @@ def _wait_for_rank0_store(timeout):
             _time.sleep(0.005)
 
 
+def backend_of(group=None):
+    """The ProcessGroupPlait behind a torch ProcessGroup (the default group when None), or
+    None when its CPU backend is not plait. torch 2.x hands users a ProcessGroup that
+    dispatches each call to its backend by device."""
+    group = group or _dist.distributed_c10d._get_default_group()
+    try:
+        backend = group._get_backend(_torch.device("cpu"))
+    except RuntimeError:
+        return None
+    return backend if isinstance(backend, ProcessGroupPlait) else None
+
+
 def create_process_group(store, rank, size, timeout):
     """The backend's creator: a plait process group over torch's rendezvous ``store``.
 
@@ -75,15 +88,15 @@ def _create(options, pg_options=None):
     # (only the members call here, so this is not a collective over the whole world).
     ranks = list(options.global_ranks_in_group)
     if ranks:
-        default = _dist.distributed_c10d._get_default_group()
-        if isinstance(default, ProcessGroupPlait):
+        default = backend_of(_dist.distributed_c10d._get_default_group())
+        if default is not None:
             return default.subgroup(ranks, options.timeout)
     return create_process_group(options.store, options.group_rank, options.group_size,
                                 options.timeout)
 
 
 if "PLAIT" not in _dist.Backend._plugins:
-    _dist.Backend.register_backend("plait", _create, extended_api=True)
+    _dist.Backend.register_backend("plait", _create, extended_api=True, devices=["cpu"])
 
 # The groups' completion threads finish calls and run future callbacks, which take the GIL
 # (a group destroyed in its own completion thread even leaves the thread to finish its queue

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # torch 2.15 from .venv/ (make deps): never skipped
 
 import plait  # noqa: E402
 import plait.torch  # noqa: E402,F401

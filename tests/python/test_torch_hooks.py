@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # torch 2.15 from .venv/ (make deps): never skipped
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIT = os.environ.get("PLAIT_BIN", "plait")

@@ -58,9 +58,16 @@ def reference(op, tensors):
     return acc
 
 
-def same(got, want, what):
-    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want.to(got.dtype)):
+def same(got, want, what, exact=True):
+    if got.dtype != want.dtype or got.shape != want.shape:
         raise AssertionError(f"rank {dist.get_rank()}: {what}: got {got} want {want}")
+    if exact and torch.equal(got, want.to(got.dtype)):
+        return
+    # gloo multiplies 16-bit floats in its own order (torch 2.15, 4 ranks: one ulp of bf16
+    # apart from the reference's rank order); plait's results are held to the exact reference.
+    if not exact and torch.allclose(got.float(), want.float(), rtol=2 ** -7, atol=0):
+        return
+    raise AssertionError(f"rank {dist.get_rank()}: {what}: got {got} want {want}")
 
 
 def both(what, run, want, gloo_group):
@@ -74,7 +81,8 @@ def both(what, run, want, gloo_group):
     except RuntimeError:
         return  # gloo lacks it (this dtype, op or collective): the reference stands alone
     for g, w in zip(ref if isinstance(ref, list) else [ref], want if isinstance(want, list) else [want]):
-        same(g, w, f"gloo {what} (the test's own reference is wrong)")
+        same(g, w, f"gloo {what} (the test's own reference is wrong)",
+             exact=g.dtype not in (torch.bfloat16, torch.float16))
     checked["gloo"] += 1
 
 

@@ -111,7 +111,7 @@ def group_dropped_in_its_completion_thread():
     (MALLOC_PERTURB_, no tcache): a thread that touches its freed mutex then dies of EINVAL.
     """
     me, n = dist.get_rank(), dist.get_world_size()
-    default = dist.distributed_c10d._get_default_group()
+    default = plait.torch.backend_of()
     rounds, calls = 12, 4
     want = float(n * (n + 1) // 2)
     results, groups_gone, tensors = [], [], []
@@ -147,7 +147,7 @@ def group_dropped_in_its_completion_thread():
 
 def _pair_group_and_exit_event():
     """(rank, a group of ranks 0 and 1, an Event set when Python's exit begins)."""
-    default = dist.distributed_c10d._get_default_group()
+    default = plait.torch.backend_of()
     pg = default.subgroup([0, 1], datetime.timedelta(seconds=60))
     exiting = threading.Event()
     atexit.register(exiting.set)  # runs before plait.torch's hook: hooks run last in, first out
@@ -182,7 +182,11 @@ def orphan_outlives_main():
         # Rank 1 sends only once rank 0 has dropped its own reference: the call completes in
         # the completion thread, never in this one.
         future = pg.recv([torch.zeros(4)], 1, 0).get_future()
-        future.then(lambda f, keep=(Gone(), pg): None)
+        # The first callback lets go of the group itself: torch 2.x keeps a future's
+        # callbacks (and what they capture) until all of them have run. A list drops its
+        # items last first, so Gone goes after the group.
+        holder = [Gone(), pg]
+        future.then(lambda f: holder.clear())
         future.then(after_exit_began)
         del pg, future
         dist.barrier()

@@ -1,8 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Run PyTorch's own DistributedTest suite against any c10d backend.
 
-Our equivalent of upstream's test/distributed/test_distributed_spawn.py (which
-Debian does not ship). Environment:
+Our equivalent of upstream's test/distributed/test_distributed_spawn.py (which the
+torch wheel does not ship; distributed_test.py is in it). Run it with the project's
+Python, .venv/bin/python (torch 2.15). Environment:
 
   BACKEND      gloo | nccl | mpi | ucc | <plugin name, e.g. plait>   (default gloo)
   WORLD_SIZE   number of ranks spawned per test                       (default 2)
@@ -14,6 +15,8 @@ Debian does not ship). Environment:
                parent whether test_barrier_timeout_global (file:// only) is skipped.
   MASTER_ADDR  default 127.0.0.1 (TestDistBackend.setUpClass sets it as well)
   MASTER_PORT  default: a free port picked at start-up
+  CONFORMANCE_START  fork (default: ranks start at once) or spawn (as upstream: each rank
+               re-imports this file and torch)
   CONFORMANCE_PROFILING=1  also run the suite's profiler checks on BACKEND (they run
                only for the backends on the suite's allowlists otherwise)
 
@@ -63,45 +66,6 @@ os.environ.setdefault("INIT_METHOD", "file://" + os.environ["TEMP_DIR"] + "/")
 # common_utils switches to xmlrunner (not installed) when CI is set.
 os.environ.pop("CI", None)
 
-
-def _install_py311_dataclass_fix():
-    """Debian's torch 1.13 predates Python 3.11: sharded_tensor/metadata.py declares
-    `tensor_properties: TensorProperties = field(default=TensorProperties())`, which
-    3.11's dataclasses reject ("mutable default ... use default_factory"). Every DDP
-    test imports it (TestDistBackend._run turns on DDP + ReplicatedTensor), so without
-    this all DDP tests error for every backend. Apply upstream's fix (torch 2.0,
-    default_factory) while importing that one module; the installed file is untouched.
-    Set CONFORMANCE_NO_PY311_FIX=1 to see the unpatched behaviour."""
-    if sys.version_info < (3, 11) or os.environ.get("CONFORMANCE_NO_PY311_FIX") == "1":
-        return
-    import importlib.abc
-    import importlib.machinery
-    import importlib.util
-
-    target = "torch.distributed._shard.sharded_tensor.metadata"
-    old = b"field(default=TensorProperties())"
-    new = b"field(default_factory=TensorProperties)"
-
-    class _Loader(importlib.machinery.SourceFileLoader):
-        def get_code(self, fullname):
-            source = self.get_data(self.path).replace(old, new)
-            return compile(source, self.path, "exec", dont_inherit=True)
-
-    class _Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target_module=None):
-            if fullname != target:
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-                return spec
-            return importlib.util.spec_from_file_location(
-                fullname, spec.origin, loader=_Loader(fullname, spec.origin)
-            )
-
-    sys.meta_path.insert(0, _Finder())
-
-
-_install_py311_dataclass_fix()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -167,7 +131,13 @@ if os.environ.get("CONFORMANCE_PROFILING") == "1":
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        # Forked ranks start at once; spawned ones import torch 2.15 again (seconds of CPU
+        # each, per rank and per test: a full run took hours on 2 cores). Upstream runs the
+        # suite spawned (CUDA cannot be forked); on CPU both are the same test.
+        if os.environ.get("CONFORMANCE_START", "fork") == "spawn":
+            self._spawn_processes()
+        else:
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
 
 
@@ -234,8 +204,9 @@ class _RecordingResult(unittest.TextTestResult):
 if __name__ == "__main__":
     from torch.testing._internal import common_utils
 
-    # common_utils parsed sys.argv at import time (--seed, --accept, ...) and left
-    # the rest, unittest's own arguments (-k PATTERN, test names, -f, ...), here.
+    # common_utils parses sys.argv (--seed, --accept, ...) and leaves the rest, unittest's
+    # own arguments (-k PATTERN, test names, -f, ...), in UNITTEST_ARGS.
+    common_utils.parse_cmd_line_args()
     argv = list(common_utils.UNITTEST_ARGS)
     verbosity = 1 if ({"-q", "--quiet"} & set(argv)) else 2
     argv = [a for a in argv if a not in ("-q", "--quiet", "-v", "--verbose")]

@@ -14,7 +14,8 @@
 #   SUITE_TIMEOUT                      whole-run limit in seconds (default 10800)
 #   DISTRIBUTED_TESTS_DEFAULT_TIMEOUT  per-test limit used by the suite (default 300;
 #                                      test_ddp_uneven_inputs has its own 400)
-#   PYTHON                             interpreter (default /usr/bin/python3)
+#   PYTHON                             interpreter (default .venv/bin/python: torch 2.15)
+#   PLAIT_PYTHON_DIR                   the plait package's directory (default build/python)
 set -u
 if [ $# -lt 2 ]; then
     echo "usage: $0 BACKEND WORLD_SIZE [OUT_ROOT] [-- unittest args, e.g. -k all_reduce]" >&2
@@ -27,7 +28,7 @@ if [ $# -gt 0 ] && [ "$1" = "--" ]; then shift; fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-python=${PYTHON:-/usr/bin/python3}
+python=${PYTHON:-$repo/.venv/bin/python}
 out=$out_root/$backend-$ws
 mkdir -p "$out"
 rm -f "$out"/{log.txt,results.tsv,passed.txt,skipped.txt,failed.txt,errored.txt,missing.txt,summary.txt}
@@ -39,7 +40,7 @@ mkdir -p "$work/barrier" "$work/test_dir"
 # the ranks at a per-test file:// anyway; the parent's value only decides whether
 # test_barrier_timeout_global (file:// only) is skipped.
 export BACKEND=$backend WORLD_SIZE=$ws TEMP_DIR=$work INIT_METHOD=${INIT_METHOD:-file://$work/}
-export PYTHONPATH=$here:$repo/build/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$here:${PLAIT_PYTHON_DIR:-$repo/build/python}${PYTHONPATH:+:$PYTHONPATH}
 export CONFORMANCE_RESULTS=$out/results.tsv
 export DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=${DISTRIBUTED_TESTS_DEFAULT_TIMEOUT:-300}
 unset CI

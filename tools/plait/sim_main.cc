@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "ranks mirror its first: the slowest copy where copies differ, an upper bound).\n"
     "sweep: every algorithm at every point, busbw per algorithm, the fastest and the cost\n"
     "model's choice (\"MODEL WRONG\" where they differ, with how much slower its pick is).\n"
-    "--plot draws the records with matplotlib (Debian's /usr/bin/python3): a sweep's busbw\n"
+    "--plot draws the records with matplotlib (.venv/bin/python): a sweep's busbw\n"
     "against bytes per algorithm, one operation's time per algorithm.\n"
     "plot: draws records written by --json (of sweeps, or of several runs appended to one\n"
     "file) as a sweep: busbw against bytes, a panel per topology and rank count.\n"

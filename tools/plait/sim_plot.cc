@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "plait/error.h"
@@ -20,7 +21,7 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 except ImportError as e:
-    print(f"matplotlib is missing ({e}): apt-get install python3-matplotlib", file=sys.stderr)
+    print(f"matplotlib is missing ({e}): make deps installs it into .venv/", file=sys.stderr)
     sys.exit(3)
 recs = [json.loads(l) for l in open(src) if l.strip()]
 if not recs:
@@ -99,18 +100,21 @@ void plot_sim_records(SimPlotKind kind, const std::string& json_path, bool tempo
     for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return out + "'";
   };
-  const std::string command = "/usr/bin/python3 - " +
+  // The project's Python (.venv/bin/python, which has matplotlib), or PLAIT_PYTHON's.
+  const char* env = std::getenv("PLAIT_PYTHON");
+  const std::string python = env && *env ? env : PLAIT_DEFAULT_PYTHON;
+  const std::string command = quote(python) + " - " +
                               quote(kind == SimPlotKind::kSweep ? "sweep" : "algorithms") + " " +
                               quote(json_path) + " " + quote(png_path) + " " + quote(title);
   FILE* py = ::popen(command.c_str(), "w");
   if (!py)
-    throw Error(ErrorCategory::kSystem, std::string("plot: cannot start /usr/bin/python3: ") +
+    throw Error(ErrorCategory::kSystem, "plot: cannot start " + python + ": " + +
                                             std::strerror(errno));
   std::fputs(kScript, py);
   const int status = ::pclose(py);
   if (status != 0)
     throw Error(ErrorCategory::kSystem,
-                "plot: /usr/bin/python3 could not draw " + png_path + " (exit " +
+                "plot: " + python + " could not draw " + png_path + " (exit " +
                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                     "; its message is above)");
 }

@@ -1,5 +1,5 @@
 // `plait sim ... --plot FILE.png`: the JSON records a sim command wrote, drawn with matplotlib
-// by Debian's /usr/bin/python3 (python3-matplotlib, which `make` installs). The plotting script
+// by the project's Python (.venv/bin/python, which `make` installs; PLAIT_PYTHON overrides it). The plotting script
 // travels inside the binary, so the plot needs no file of plait's beside it.
 #pragma once
 

@@ -158,16 +158,17 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather(
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_allgather_base(
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_gather_single(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  const CallName op = what("_allgather_base");
+  const CallName op = what("all_gather_into_tensor");
   check_cpu_dense(output, op);
   check_cpu_dense(input, op);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), op, ": output is ",
               output.scalar_type(), " but input is ", input.scalar_type());
   TORCH_CHECK(output.numel() == input.numel() * size_, op, ": output holds ", output.numel(),
               " elements, expected ", size_, " x ", input.numel());
-  auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "plait:_allgather_base", {input}, {output});
+  auto work = make_work(c10d::OpType::_ALLGATHER_BASE, "plait:all_gather_into_tensor", {input},
+                        {output});
   at::Tensor in = input.contiguous();
   const Landing landing(output);
   work->keep(in);
@@ -204,6 +205,60 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
   work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
   work->then([flat, flat_outs]() mutable { unpack_all(flat, flat_outs); });
+  PlaitWork::launch(work);
+  return work;
+}
+
+// One plait allgather of every input packed back to back; rank r's block of the result holds
+// rank r's inputs, unpacked into each output at r's place.
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_gather_single_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const CallName op = what("all_gather_into_tensor_coalesced");
+  TORCH_CHECK(outputs.size() == inputs.size(), op, ": ", inputs.size(), " inputs but ",
+              outputs.size(), " outputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_cpu_dense(inputs[i], op);
+    check_cpu_dense(outputs[i], op);
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type(), op, ": output ", i, " is ",
+                outputs[i].scalar_type(), " but its input is ", inputs[i].scalar_type());
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_, op, ": output ", i, " holds ",
+                outputs[i].numel(), " elements, expected ", size_, " x ", inputs[i].numel());
+  }
+  auto work = make_work(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED,
+                        "plait:all_gather_into_tensor_coalesced", inputs, outputs);
+  at::Tensor in = pack_bytes(inputs);
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
+  work->keep(in);
+  work->keep(flat);
+  work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
+                                  options(opts.timeout)));
+  // The output tensors in the order the bytes arrived: for each rank, every output's block.
+  std::vector<at::Tensor> blocks;
+  for (int r = 0; r < size_; ++r)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      blocks.push_back(outputs[i].reshape({-1}).narrow(0, r * inputs[i].numel(), inputs[i].numel()));
+  std::vector<at::Tensor> outs = outputs;
+  work->then([flat, blocks, outs]() mutable {
+    // A non-contiguous output's reshape is a copy: unpack into staging, then land it.
+    bool views = true;
+    for (size_t i = 0; i < outs.size(); ++i) views = views && outs[i].is_contiguous();
+    if (views) {
+      unpack_all(flat, blocks);
+      return;
+    }
+    std::vector<at::Tensor> staged, parts;
+    for (auto& o : outs) staged.push_back(at::empty({o.numel()}, o.options()));
+    const size_t n = outs.size();
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const size_t i = k % n;
+      const int64_t r = static_cast<int64_t>(k / n);
+      const int64_t len = blocks[k].numel();
+      parts.push_back(staged[i].narrow(0, r * len, len));
+    }
+    unpack_all(flat, parts);
+    for (size_t i = 0; i < n; ++i) outs[i].copy_(staged[i].view(outs[i].sizes()));
+  });
   PlaitWork::launch(work);
   return work;
 }

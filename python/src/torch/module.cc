@@ -1,5 +1,5 @@
 // The compiled half of plait.torch: the ProcessGroupPlait class, a subclass of torch's own
-// c10d ProcessGroup type, so torch.distributed calls its collectives directly.
+// c10d Backend type, so torch.distributed's ProcessGroup calls its collectives directly.
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,10 +12,10 @@ namespace py = pybind11;
 using plait::torch_backend::PlaitProcessGroup;
 
 PYBIND11_MODULE(_plait_torch, m) {
-  // c10d's ProcessGroup and Store types must be registered before we derive from them.
+  // c10d's Backend and Store types must be registered before we derive from them.
   py::module::import("torch.distributed");
   m.doc() = "plait's c10d ProcessGroup (use plait.torch)";
-  py::class_<PlaitProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<PlaitProcessGroup>>(
+  py::class_<PlaitProcessGroup, c10d::Backend, c10::intrusive_ptr<PlaitProcessGroup>>(
       m, "ProcessGroupPlait")
       .def_static(
           "create",

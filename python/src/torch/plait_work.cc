@@ -144,6 +144,12 @@ void CompletionThread::run(const std::shared_ptr<State>& state) {
 
 namespace {
 
+// plait's errors reach Python as torch's DistBackendError (a RuntimeError), as the built-in
+// backends' do, with plait's message: rank, peer, operation and bytes.
+std::exception_ptr as_dist_error(const Error& e) {
+  return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, __LINE__}, e.what()));
+}
+
 // The call as messages name it; the profiling title may be the base operation's instead
 // (an all_reduce_coalesced is profiled as "plait:all_reduce", as gloo does).
 const char* op_of(c10d::OpType type) {
@@ -153,12 +159,14 @@ const char* op_of(c10d::OpType type) {
     case c10d::OpType::ALLREDUCE_COALESCED: return "all_reduce_coalesced";
     case c10d::OpType::REDUCE: return "reduce";
     case c10d::OpType::ALLGATHER: return "all_gather";
-    case c10d::OpType::_ALLGATHER_BASE: return "_allgather_base";
+    case c10d::OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
+    case c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED: return "all_gather_into_tensor_coalesced";
     case c10d::OpType::ALLGATHER_COALESCED: return "all_gather_coalesced";
     case c10d::OpType::GATHER: return "gather";
     case c10d::OpType::SCATTER: return "scatter";
     case c10d::OpType::REDUCE_SCATTER: return "reduce_scatter";
-    case c10d::OpType::_REDUCE_SCATTER_BASE: return "_reduce_scatter_base";
+    case c10d::OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
+    case c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED: return "reduce_scatter_tensor_coalesced";
     case c10d::OpType::ALLTOALL_BASE:
     case c10d::OpType::ALLTOALL: return "all_to_all";
     case c10d::OpType::SEND: return "send";
@@ -295,7 +303,7 @@ PlaitWork::Finish PlaitWork::try_finish(std::chrono::steady_clock::time_point de
     if (finished_) return Finish::kDone;
     for (auto& part : parts_) {
       if (!part->test()) return Finish::kNotYet;  // whoever sees the last part done finishes
-      if (auto e = part->error(); e && !error) error = std::make_exception_ptr(*e);
+      if (auto e = part->error(); e && !error) error = as_dist_error(*e);
     }
     if (!error) {
       try {
@@ -348,11 +356,13 @@ int PlaitWork::sourceRank() const {
 std::vector<at::Tensor> PlaitWork::result() { return outputs_; }
 
 void PlaitWork::give_up(std::chrono::milliseconds waited, const char* what) const {
-  throw timeout_error("Timed out after " + std::to_string(waited.count()) +
+  throw_dist_error(timeout_error("Timed out after " + std::to_string(waited.count()) +
                           " ms waiting for the call to finish: " + what +
                           "; the call goes on and a later wait() may still see it complete",
-                      {.rank = rank_, .op = op_});
+                      {.rank = rank_, .op = op_}));
 }
+
+void PlaitWork::throw_dist_error(const Error& e) { std::rethrow_exception(as_dist_error(e)); }
 
 bool PlaitWork::wait(std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
@@ -388,8 +398,8 @@ bool PlaitWork::wait(std::chrono::milliseconds timeout) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
         part->wait(std::max(left, std::chrono::milliseconds(1)));
       }
-    } catch (const Error&) {
-      if (!part->test()) throw;  // this wait's own limit: the call goes on
+    } catch (const Error& e) {
+      if (!part->test()) throw_dist_error(e);  // this wait's own limit: the call goes on
       // The part failed; the communicator aborts and fails the others at once. Wait for them
       // all anyway: the call is finished only when every part is done.
     }

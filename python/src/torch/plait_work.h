@@ -136,6 +136,7 @@ class PlaitWork : public c10d::Work {
   // finish_call, giving up with kBusy when another thread holds the call past `deadline`.
   Finish try_finish(std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void give_up(std::chrono::milliseconds waited, const char* what) const;
+  [[noreturn]] static void throw_dist_error(const Error& e);
   void open_profiler_range(const char* title, const std::vector<at::Tensor>& inputs);
   // Gives every part an on_complete callback, once; the calling thread counts as a waiter
   // meanwhile and finishes the call itself if it is over by then.

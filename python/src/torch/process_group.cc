@@ -16,7 +16,7 @@ namespace plait::torch_backend {
 
 PlaitProcessGroup::PlaitProcessGroup(std::shared_ptr<Communicator> comm,
                                      std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(comm->rank(), comm->size()),
+    : c10d::Backend(comm->rank(), comm->size()),
       comm_(std::move(comm)),
       timeout_(timeout),
       completer_(std::make_shared<CompletionThread>()) {
@@ -58,17 +58,40 @@ c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::subgroup(
 c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, const char* title,
                                                            const std::vector<at::Tensor>& inputs,
                                                            std::vector<at::Tensor> outputs) {
+  TORCH_CHECK(!shut_down_, "plait: rank ", rank_, ": ", title,
+              " on a process group that was shut down (destroy_process_group)");
   if (!c10d::isP2POp(type)) ++seq_;
   // The same limit the group's operations get (options()): a zero group timeout means
   // the communicator's own.
-  const auto limit = timeout_.count() > 0 ? timeout_ : comm_->timeout();
+  const auto group_limit = timeout_.load();
+  const auto limit = group_limit.count() > 0 ? group_limit : comm_->timeout();
   return c10::make_intrusive<PlaitWork>(rank_, type, title, inputs, std::move(outputs),
                                         completer_, comm_, limit);
 }
 
 CallOptions PlaitProcessGroup::options(std::chrono::milliseconds op_timeout) const {
-  return {.algorithm = "", .timeout = op_timeout.count() > 0 ? op_timeout : timeout_};
+  return {.algorithm = "", .timeout = op_timeout.count() > 0 ? op_timeout : timeout_.load()};
 }
+
+c10::intrusive_ptr<c10d::Backend::Options> PlaitProcessGroup::getBackendOptions() {
+  return c10::make_intrusive<Options>("plait", timeout_.load());
+}
+
+c10::intrusive_ptr<c10d::Backend> PlaitProcessGroup::split(
+    const c10::intrusive_ptr<c10d::Store>& /*store*/, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  const auto limit = opts && opts->timeout.count() > 0 ? opts->timeout : timeout_.load();
+  return subgroup(ranks, limit);
+}
+
+void PlaitProcessGroup::abort() {
+  comm_->abort("rank " + std::to_string(rank_) + ": the process group was aborted");
+  control_->abort("rank " + std::to_string(rank_) + ": the process group was aborted");
+}
+
+// destroy_process_group's normal end: calls already made finish (the peers may still be
+// reading what this rank sent), later ones are refused here, and nobody else is told.
+void PlaitProcessGroup::shutdown() { shut_down_ = true; }
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::barrier(const c10d::BarrierOptions& opts) {
   auto work = make_work(c10d::OpType::BARRIER, "plait:barrier", {}, {});
@@ -84,7 +107,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::barrier(const c10d::BarrierOpt
 // with the same message instead of waiting for an answer.
 void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   if (size_ == 1) return;
-  const auto limit = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const auto limit = opts.timeout == c10d::kUnsetTimeout ? timeout_.load() : opts.timeout;
   const CallOptions call{.timeout = limit + std::chrono::seconds(5)};
   uint8_t token = 1;
   if (rank_ != 0) {
@@ -156,7 +179,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
   // A receive's range records the tensor it fills as its input, as gloo's does: the
   // profiler shows a point-to-point call's shape on both ends.
   auto work = make_work(type, title, tensors, is_send ? std::vector<at::Tensor>{} : tensors);
-  const CallOptions call = options(timeout_);
+  const CallOptions call = options(timeout_.load());
   if (is_send) {
     at::Tensor buffer = t.contiguous();
     work->keep(buffer);

@@ -1,10 +1,10 @@
-// The "plait" backend of torch.distributed: a c10d::ProcessGroup kept thin over one plait
-// Communicator. Each call checks its tensors, starts plait operations and returns a
-// PlaitWork; nothing blocks except wait(). (torch 2.x moves backends to c10d::Backend; only
-// this adapter has to follow.)
+// The "plait" backend of torch.distributed: a c10d::Backend (torch 2.x: the ProcessGroup that
+// users hold dispatches each CPU call to it) kept thin over one plait Communicator. Each call
+// checks its tensors, starts plait operations and returns a PlaitWork; nothing blocks except
+// wait().
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
@@ -19,7 +19,7 @@
 
 namespace plait::torch_backend {
 
-class PlaitProcessGroup : public c10d::ProcessGroup {
+class PlaitProcessGroup : public c10d::Backend {
  public:
   PlaitProcessGroup(std::shared_ptr<Communicator> comm, std::chrono::milliseconds timeout);
   ~PlaitProcessGroup() override;
@@ -34,7 +34,22 @@ class PlaitProcessGroup : public c10d::ProcessGroup {
                                                  std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "plait"; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds timeout() const { return timeout_.load(); }
+  // Calls started afterwards default to `timeout` (a call's own option still wins).
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_.store(timeout); }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+
+  // split_group: the members of `ranks` (this group's ranks, in the new group's order) share
+  // this group's connections, as new_group's do; only they call.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  // Ends every call in flight and every later one with an error naming this rank, and tells
+  // the peers, whose calls on this group fail too.
+  void abort() override;
+  // Refuses later calls; those in flight finish.
+  void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -47,8 +62,11 @@ class PlaitProcessGroup : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -61,12 +79,15 @@ class PlaitProcessGroup : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& output_splits,
-                                               std::vector<int64_t>& input_splits,
-                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& output_splits,
+                                                   std::vector<int64_t>& input_splits,
+                                                   const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
@@ -97,9 +118,10 @@ class PlaitProcessGroup : public c10d::ProcessGroup {
 
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<Communicator> control_;  // monitoredBarrier's probes, apart from user traffic
-  std::chrono::milliseconds timeout_;
+  std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<CompletionThread> completer_;
   std::atomic<uint64_t> seq_{0};
+  std::atomic<bool> shut_down_{false};
 };
 
 }  // namespace plait::torch_backend

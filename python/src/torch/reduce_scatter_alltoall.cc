@@ -84,9 +84,9 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter(
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_reduce_scatter_base(
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter_single(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const CallName op = what("_reduce_scatter_base");
+  const CallName op = what("reduce_scatter_tensor");
   check_cpu_dense(output, op);
   check_cpu_dense(input, op);
   check_reduce_op(opts.reduceOp, output, op);
@@ -95,7 +95,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_reduce_scatter_base(
   TORCH_CHECK(input.numel() == output.numel() * size_, op, ": input holds ", input.numel(),
               " elements, expected ", size_, " x ", output.numel());
   auto work =
-      make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "plait:_reduce_scatter_base", {input}, {output});
+      make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "plait:reduce_scatter_tensor", {input}, {output});
   std::vector<size_t> counts(size_, static_cast<size_t>(output.numel()));
   reduce_scatter_flat(comm_, *work, input.contiguous(), counts, output, opts.reduceOp,
                       options(opts.timeout), rank_, size_);
@@ -103,7 +103,36 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::_reduce_scatter_base(
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall_base(
+// One Work over one plait reduce-scatter per pair: each pair may have its own type and size,
+// and plait runs the calls side by side.
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter_single_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const CallName op = what("reduce_scatter_tensor_coalesced");
+  TORCH_CHECK(outputs.size() == inputs.size(), op, ": ", inputs.size(), " inputs but ",
+              outputs.size(), " outputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_cpu_dense(outputs[i], op);
+    check_cpu_dense(inputs[i], op);
+    check_reduce_op(opts.reduceOp, outputs[i], op);
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type(), op, ": input ", i, " is ",
+                inputs[i].scalar_type(), " but its output is ", outputs[i].scalar_type());
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, op, ": input ", i, " holds ",
+                inputs[i].numel(), " elements, expected ", size_, " x ", outputs[i].numel());
+  }
+  auto work = make_work(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED,
+                        "plait:reduce_scatter_tensor_coalesced", inputs, outputs);
+  const CallOptions call = options(opts.timeout);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<size_t> counts(size_, static_cast<size_t>(outputs[i].numel()));
+    reduce_scatter_flat(comm_, *work, inputs[i].contiguous(), counts, outputs[i], opts.reduceOp,
+                        call, rank_, size_);
+  }
+  PlaitWork::launch(work);
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_to_all_single(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
   const CallName op = what("all_to_all_single");

@@ -1,0 +1,50 @@
+"""What torch 2.x added to c10d, on the "plait" backend (see torch2_ranks.py): coalesced
+collectives, split groups, DistBackendError, set_timeout, abort and shutdown."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import torch  # torch 2.15 from .venv/ (make deps): never skipped
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAIT = os.environ.get("PLAIT_BIN", "plait")
+
+
+def run_ranks(n, case, timeout=240):
+    cmd = [PLAIT, "run", "-n", str(n), "--timeout", str(timeout - 30), "--", sys.executable,
+           os.path.join(HERE, "torch2_ranks.py"), case]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_coalesced_collectives_match_gloo(n):
+    code, out = run_ranks(n, "coalesced")
+    assert code == 0, out
+    assert out.count("coalesced ok") == n, out
+
+
+def test_split_group_and_new_subgroups():
+    code, out = run_ranks(4, "split")
+    assert code == 0, out
+    assert out.count("split ok") == 4, out
+
+
+def test_timeout_is_a_dist_backend_error_and_set_timeout_applies():
+    code, out = run_ranks(2, "errors")
+    assert code == 0, out
+    assert out.count("errors ok") == 2, out
+
+
+def test_abort_fails_the_calls_of_every_rank():
+    code, out = run_ranks(2, "abort")
+    assert code == 0, out
+    assert out.count("abort ok") == 2, out
+
+
+def test_calls_after_shutdown_are_refused():
+    code, out = run_ranks(2, "shutdown")
+    assert code == 0, out
+    assert out.count("shutdown ok") == 2, out
