@@ -39,7 +39,7 @@ mkdir -p "$work/barrier" "$work/test_dir"
 # file:// as upstream run_test.py does for the spawn suite: TestDistBackend.setUp points
 # the ranks at a per-test file:// anyway; the parent's value only decides whether
 # test_barrier_timeout_global (file:// only) is skipped.
-export BACKEND=$backend WORLD_SIZE=$ws TEMP_DIR=$work INIT_METHOD=${INIT_METHOD:-file://$work/}
+export BACKEND=$backend WORLD_SIZE=$ws TEMP_DIR=$work INIT_METHOD=${INIT_METHOD:-file://$work/shared_init_file}
 export PYTHONPATH=$here:${PLAIT_PYTHON_DIR:-$repo/build/python}${PYTHONPATH:+:$PYTHONPATH}
 export CONFORMANCE_RESULTS=$out/results.tsv
 export DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=${DISTRIBUTED_TESTS_DEFAULT_TIMEOUT:-300}
