@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # plait bench allreduce beside the peers of ../shared/peers (Open MPI over shm and TCP,
-# MPICH, torch.distributed gloo), back to back in one run, REPS repetitions, medians.
+# MPICH, torch.distributed gloo) and Intel oneCCL (bench/oneccl/run.sh, the peer `oneccl`),
+# back to back in one run, REPS repetitions, medians.
 #
 #   bench/compare_peers.sh                  # np 2 and 4, 3 repetitions
 #   NPS="2" REPS=5 PEERS="ompi-shm gloo" bench/compare_peers.sh
+#   PEERS="ompi-shm oneccl" bench/compare_peers.sh
 #   TRANSPORTS="auto tcp" PEERS="ompi-shm ompi-tcp" bench/compare_peers.sh   # + plait over TCP
 #
 # Prints one markdown table per np: time (us) and busbw (GB/s) per size and implementation.
@@ -16,12 +18,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"2 4"}
 REPS=${REPS:-3}
-PEERS=${PEERS:-"ompi-shm ompi-tcp mpich gloo"}
+PEERS=${PEERS:-"ompi-shm ompi-tcp mpich gloo oneccl"}
 SIZES=${SIZES:-"8 1024 65536 1048576 16777216 67108864"}
 # plait's PLAIT_TRANSPORT values to run; "auto" is the column "plait", any other T "plait-T".
 TRANSPORTS=${TRANSPORTS:-auto}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
 PLAIT=${PLAIT:-build/tools/plait/plait}
+# oneCCL is not one of ../shared/peers: it has its own runner (which builds it on first use).
+ONECCL_RUN=${ONECCL_RUN:-bench/oneccl/run.sh}
+SHARED_PEERS=""
+ONECCL=no
+for peer in $PEERS; do
+  if [ "$peer" = oneccl ]; then ONECCL=yes; else SHARED_PEERS="$SHARED_PEERS $peer"; fi
+done
 # Ranks bound to cores when there are enough, as mpirun binds the MPI peers' ranks.
 export PLAIT_BIND=${PLAIT_BIND:-auto}
 OUT=$(mktemp -d /tmp/plait-compare.XXXXXX)
@@ -44,7 +53,21 @@ for rep in $(seq 1 "$REPS"); do
         fi
       done
     done
-    NP=$np PEERS="$PEERS" SIZES="$SIZES" "$PEERS_DIR/run.sh" > "$OUT/peers-np$np-rep$rep.txt" 2>&1 || true
+    peers_out="$OUT/peers-np$np-rep$rep.txt"
+    : > "$peers_out"
+    if [ -n "$SHARED_PEERS" ]; then
+      NP=$np PEERS="${SHARED_PEERS# }" SIZES="$SIZES" "$PEERS_DIR/run.sh" >> "$peers_out" 2>&1 || true
+    fi
+    if [ "$ONECCL" = yes ]; then
+      # Its RESULT lines join the other peers'; the rest (oneCCL's warnings, a failure's
+      # cause) stays in a log. The runner bounds each run of ranks itself; this outer limit
+      # also covers a first build. Sizes a failed run did not reach show as "-".
+      log="$OUT/oneccl-np$np-rep$rep.log"
+      status=0
+      timeout -k 10 1200 "$ONECCL_RUN" "$np" "$SIZES" > "$log" 2>&1 || status=$?
+      grep -E '^(RESULT|#)' "$log" >> "$peers_out" || true
+      [ "$status" -eq 0 ] || echo "compare_peers: oneccl at np $np failed (exit $status), see $log" >&2
+    fi
   done
 done
 python3 bench/summarize_peers.py "$OUT" "$NPS"

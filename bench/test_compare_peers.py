@@ -33,9 +33,21 @@ FAKE_PLAIT = textwrap.dedent("""\
 # A peer whose ranks differ: mean 5 us, slowest 20 us.
 FAKE_RUN = textwrap.dedent("""\
     #!/bin/sh
+    echo "peers PEERS=$PEERS" >> "$ARGS_LOG"
     for size in $SIZES; do
       echo "RESULT label=ompi-shm np=$NP bytes=$size iters=100 avg_us=5.000 max_us=20.000 \\
     algbw_GBps=0.1 busbw_GBps=0.1 check=$PEER_CHECK"
+    done
+    """)
+
+# bench/oneccl/run.sh NP "SIZES": its own RESULT lines, among oneCCL's warnings on stderr.
+FAKE_ONECCL = textwrap.dedent("""\
+    #!/bin/sh
+    echo "oneccl $1 $2" >> "$ARGS_LOG"
+    echo "|CCL_WARN| a warning that is not a result" >&2
+    for size in $2; do
+      echo "RESULT label=oneccl np=$1 bytes=$size iters=100 avg_us=30.000 max_us=40.000 \\
+    algbw_GBps=0.2 busbw_GBps=0.2 check=$ONECCL_CHECK"
     done
     """)
 
@@ -54,15 +66,21 @@ class ComparePeers(unittest.TestCase):
             os.mkdir(peers)
             executable(plait, FAKE_PLAIT)
             executable(os.path.join(peers, "run.sh"), FAKE_RUN)
+            oneccl = os.path.join(tmp, "oneccl_run.sh")
+            executable(oneccl, FAKE_ONECCL)
             args_log = os.path.join(tmp, "args")
             env = dict(os.environ, NPS="2", SIZES="8 65536", PEERS="ompi-shm",
                        PLAIT=plait, PEERS_DIR=peers, ARGS_LOG=args_log, WRONG=wrong,
-                       PEER_CHECK=peer_check)
+                       PEER_CHECK=peer_check, ONECCL_RUN=oneccl, ONECCL_CHECK=peer_check)
             env.update({"REPS": "1", **extra})
             done = subprocess.run([os.path.join(HERE, "compare_peers.sh")], env=env,
                                   capture_output=True, text=True, timeout=60)
             with open(args_log) as f:
-                return done, f.read().splitlines()
+                lines = f.read().splitlines()
+            # The calls of plait; the peers' runners are asserted apart.
+            calls = [c for c in lines if not c.startswith(("peers ", "oneccl "))]
+            self.runners = [c for c in lines if c.startswith(("peers ", "oneccl "))]
+            return done, calls
 
     def test_plait_runs_with_check_and_every_column_is_the_slowest_rank(self):
         done, calls = self.run_script()
@@ -88,6 +106,21 @@ class ComparePeers(unittest.TestCase):
         done, _ = self.run_script(wrong="3", peer_check="FAIL")
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("| 8 | FAIL | FAIL |", done.stdout)
+
+    def test_oneccl_runs_through_its_own_runner_and_is_a_column(self):
+        done, _ = self.run_script(PEERS="ompi-shm oneccl")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        # ../shared/peers/run.sh does not know oneccl: it gets the other peers only.
+        self.assertEqual(self.runners, ["peers PEERS=ompi-shm", "oneccl 2 8 65536"])
+        self.assertIn("| bytes | plait | ompi-shm | oneccl |", done.stdout)
+        self.assertIn("| 8 | 10.0 / 1.000 | 20.0 / 0.100 | 40.0 / 0.200 |", done.stdout)
+
+    def test_oneccl_alone_and_its_wrong_result_shows_as_fail(self):
+        done, _ = self.run_script(PEERS="oneccl", peer_check="FAIL")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.runners, ["oneccl 2 8 65536"])
+        self.assertIn("| bytes | plait | oneccl |", done.stdout)
+        self.assertIn("| 8 | 10.0 / 1.000 | FAIL |", done.stdout)
 
 
 if __name__ == "__main__":
