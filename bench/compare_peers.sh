@@ -23,6 +23,8 @@ SIZES=${SIZES:-"8 1024 65536 1048576 16777216 67108864"}
 # plait's PLAIT_TRANSPORT values to run; "auto" is the column "plait", any other T "plait-T".
 TRANSPORTS=${TRANSPORTS:-auto}
 PEERS_DIR=${PEERS_DIR:-../shared/peers}
+# The gloo column is the gloo of the project's torch (2.15, .venv/), not Debian's 1.13.
+export PEERS_PY=${PEERS_PY:-$PWD/.venv/bin/python}
 PLAIT=${PLAIT:-build/tools/plait/plait}
 # oneCCL is not one of ../shared/peers: it has its own runner (which builds it on first use).
 ONECCL_RUN=${ONECCL_RUN:-bench/oneccl/run.sh}
