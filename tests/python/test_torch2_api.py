@@ -12,10 +12,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIT = os.environ.get("PLAIT_BIN", "plait")
 
 
-def run_ranks(n, case, timeout=240):
+def run_ranks(n, case, timeout=240, env=None):
     cmd = [PLAIT, "run", "-n", str(n), "--timeout", str(timeout - 30), "--", sys.executable,
            os.path.join(HERE, "torch2_ranks.py"), case]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **(env or {})))
     return r.returncode, r.stdout + r.stderr
 
 
@@ -48,3 +49,9 @@ def test_calls_after_shutdown_are_refused():
     code, out = run_ranks(2, "shutdown")
     assert code == 0, out
     assert out.count("shutdown ok") == 2, out
+
+
+def test_debug_detail_wraps_the_backend_and_names_mismatches():
+    code, out = run_ranks(2, "debug_detail", env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+    assert code == 0, out
+    assert out.count("debug_detail ok") == 2, out

@@ -137,10 +137,26 @@ def shutdown():
     print(f"rank {me}: shutdown ok", flush=True)
 
 
+def debug_detail():
+    """Under TORCH_DISTRIBUTED_DEBUG=DETAIL torch wraps the backend in its ProcessGroupWrapper,
+    whose fingerprints name a collective that differs across ranks before plait runs it."""
+    me = dist.get_rank()
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), 2.0)), t
+    try:
+        dist.all_reduce(torch.ones(4 + me))
+    except RuntimeError as e:
+        assert "Detected mismatch between collectives" in str(e), e
+    else:
+        raise AssertionError("a mismatched all_reduce passed the wrapper")
+    print(f"rank {me}: debug_detail ok", flush=True)
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     timeout = float(os.environ.get("CASE_TIMEOUT_S", "120"))
     dist.init_process_group("plait", timeout=datetime.timedelta(seconds=timeout))
     globals()[case]()
-    if case in ("coalesced", "split"):
+    if case in ("coalesced", "split", "debug_detail"):
         dist.destroy_process_group()
