@@ -12,9 +12,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLAIT = os.environ.get("PLAIT_BIN", "plait")
 
 
-def run_ranks(n, case, timeout=240, env=None):
+def run_ranks(n, case, timeout=240, env=None, script="torch2_ranks.py"):
     cmd = [PLAIT, "run", "-n", str(n), "--timeout", str(timeout - 30), "--", sys.executable,
-           os.path.join(HERE, "torch2_ranks.py"), case]
+           os.path.join(HERE, script), case]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                        env=dict(os.environ, **(env or {})))
     return r.returncode, r.stdout + r.stderr
@@ -55,3 +55,10 @@ def test_debug_detail_wraps_the_backend_and_names_mismatches():
     code, out = run_ranks(2, "debug_detail", env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
     assert code == 0, out
     assert out.count("debug_detail ok") == 2, out
+
+
+@pytest.mark.parametrize("how", ["tcp", "file", "store", "cpu"])
+def test_every_init_method(how):
+    code, out = run_ranks(2, how, script="torch_init_ranks.py")
+    assert code == 0, out
+    assert out.count(f"init {how} ok") == 2, out
