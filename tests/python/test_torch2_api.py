@@ -51,6 +51,13 @@ def test_calls_after_shutdown_are_refused():
     assert out.count("shutdown ok") == 2, out
 
 
+def test_ranks_that_destroy_the_group_leave_cleanly():
+    code, out = run_ranks(2, "exit_after_destroy")
+    assert code == 0, out
+    assert out.count("exit_after_destroy ok") == 2, out
+    assert "died without shutting down" not in out, out
+
+
 def test_debug_detail_wraps_the_backend_and_names_mismatches():
     code, out = run_ranks(2, "debug_detail", env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
     assert code == 0, out

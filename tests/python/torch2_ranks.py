@@ -137,6 +137,23 @@ def shutdown():
     print(f"rank {me}: shutdown ok", flush=True)
 
 
+def exit_after_destroy():
+    """Ranks that destroy the process group and exit leave cleanly even if the group object
+    is never freed (DDP's reducer holds it until the process ends, and Python need not free
+    it at exit): no rank is taken for dead. Both hold the group past destroy_process_group;
+    rank 1 ends with os._exit, which frees nothing, and rank 0 outlives it by 2 s."""
+    me = dist.get_rank()
+    held = dist.distributed_c10d._get_default_group()  # as DDP's reducer holds it
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    print(f"rank {me}: exit_after_destroy ok", flush=True)
+    if me == 1:
+        os._exit(0)
+    time.sleep(2)
+    del held
+
+
 def debug_detail():
     """Under TORCH_DISTRIBUTED_DEBUG=DETAIL torch wraps the backend in its ProcessGroupWrapper,
     whose fingerprints name a collective that differs across ranks before plait runs it."""

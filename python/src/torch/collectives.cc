@@ -25,7 +25,7 @@ void PlaitProcessGroup::fallback_allreduce(PlaitWork& work, const at::Tensor& bu
                                            const c10d::ReduceOp& op, const CallOptions& call) {
   at::Tensor rows = at::empty({size_, buffer.numel()}, buffer.options());
   work.keep(rows);
-  work.add_part(comm_->allgather(buffer.data_ptr(), rows.data_ptr(), nbytes(buffer),
+  work.add_part(comm()->allgather(buffer.data_ptr(), rows.data_ptr(), nbytes(buffer),
                                  DataType::kU8, call));
   at::Tensor out = buffer;
   work.then([rows, out, op]() mutable { reduce_rows(rows, op, out); });
@@ -46,7 +46,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce(std::vector<at::Tens
   auto dtype = native_dtype(buffer.scalar_type());
   auto redop = native_op(opts.reduceOp);
   if (dtype && redop)
-    work->add_part(comm_->allreduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(), *dtype,
+    work->add_part(comm()->allreduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(), *dtype,
                                     *redop, call));
   else
     fallback_allreduce(*work, buffer, opts.reduceOp, call);
@@ -77,7 +77,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce_coalesced(
   auto dtype = native_dtype(flat.scalar_type());
   auto redop = native_op(opts.reduceOp);
   if (dtype && redop)
-    work->add_part(comm_->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), *dtype,
+    work->add_part(comm()->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), *dtype,
                                     *redop, call));
   else
     fallback_allreduce(*work, flat, opts.reduceOp, call);
@@ -103,7 +103,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce(std::vector<at::Tensor>
   auto dtype = native_dtype(buffer.scalar_type());
   auto redop = native_op(opts.reduceOp);
   if (dtype && redop) {
-    work->add_part(comm_->reduce(buffer.data_ptr(), rank_ == root ? buffer.data_ptr() : nullptr,
+    work->add_part(comm()->reduce(buffer.data_ptr(), rank_ == root ? buffer.data_ptr() : nullptr,
                                  buffer.numel(), *dtype, *redop, root, call));
   } else {
     at::Tensor rows;
@@ -114,7 +114,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce(std::vector<at::Tensor>
       c10d::ReduceOp redop_copy = opts.reduceOp;
       work->then([rows, out, redop_copy]() mutable { reduce_rows(rows, redop_copy, out); });
     }
-    work->add_part(comm_->gather(buffer.data_ptr(), rank_ == root ? rows.data_ptr() : nullptr,
+    work->add_part(comm()->gather(buffer.data_ptr(), rank_ == root ? rows.data_ptr() : nullptr,
                                  nbytes(buffer), DataType::kU8, root, call));
   }
   if (landing.staged() && rank_ == root) work->then([landing] { landing.land(); });
@@ -132,7 +132,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::broadcast(std::vector<at::Tens
   const Landing landing(tensors[0]);
   work->keep(landing.buffer);
   void* p = landing.buffer.data_ptr();
-  work->add_part(comm_->broadcast(p, p, nbytes(landing.buffer), DataType::kU8,
+  work->add_part(comm()->broadcast(p, p, nbytes(landing.buffer), DataType::kU8,
                                   static_cast<int>(opts.rootRank), options(opts.timeout)));
   if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
@@ -150,7 +150,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather(
   at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
   work->keep(in);
   work->keep(flat);
-  work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
+  work->add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
   std::vector<at::Tensor> outs = outputs[0];
   work->then([flat, outs]() mutable { unpack_all(flat, outs); });
@@ -173,7 +173,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_gather_single(
   const Landing landing(output);
   work->keep(in);
   work->keep(landing.buffer);
-  work->add_part(comm_->allgather(in.data_ptr(), landing.buffer.data_ptr(), nbytes(in),
+  work->add_part(comm()->allgather(in.data_ptr(), landing.buffer.data_ptr(), nbytes(in),
                                   DataType::kU8, options(opts.timeout)));
   if (landing.staged()) work->then([landing] { landing.land(); });
   PlaitWork::launch(work);
@@ -202,7 +202,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
   at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
   work->keep(in);
   work->keep(flat);
-  work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
+  work->add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
   work->then([flat, flat_outs]() mutable { unpack_all(flat, flat_outs); });
   PlaitWork::launch(work);
@@ -231,7 +231,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_gather_single_coalesced(
   at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
   work->keep(in);
   work->keep(flat);
-  work->add_part(comm_->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
+  work->add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
   // The output tensors in the order the bytes arrived: for each rank, every output's block.
   std::vector<at::Tensor> blocks;
@@ -285,7 +285,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::gather(
     work->keep(flat);
     work->then([flat, outs]() mutable { unpack_all(flat, outs); });
   }
-  work->add_part(comm_->gather(in.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr,
+  work->add_part(comm()->gather(in.data_ptr(), rank_ == root ? flat.data_ptr() : nullptr,
                                nbytes(in), DataType::kU8, root, options(opts.timeout)));
   PlaitWork::launch(work);
   return work;
@@ -312,7 +312,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::scatter(
   }
   const Landing landing(outputs[0]);
   work->keep(landing.buffer);
-  work->add_part(comm_->scatter(rank_ == root ? flat.data_ptr() : nullptr,
+  work->add_part(comm()->scatter(rank_ == root ? flat.data_ptr() : nullptr,
                                 landing.buffer.data_ptr(), nbytes(landing.buffer),
                                 DataType::kU8, root, options(opts.timeout)));
   if (landing.staged()) work->then([landing] { landing.land(); });

@@ -52,7 +52,7 @@ c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::create(
 
 c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::subgroup(
     const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
-  return c10::make_intrusive<PlaitProcessGroup>(comm_->subgroup(ranks), timeout);
+  return c10::make_intrusive<PlaitProcessGroup>(comm()->subgroup(ranks), timeout);
 }
 
 c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, const char* title,
@@ -64,7 +64,7 @@ c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, co
   // The same limit the group's operations get (options()): a zero group timeout means
   // the communicator's own.
   const auto group_limit = timeout_.load();
-  const auto limit = group_limit.count() > 0 ? group_limit : comm_->timeout();
+  const auto limit = group_limit.count() > 0 ? group_limit : comm()->timeout();
   return c10::make_intrusive<PlaitWork>(rank_, type, title, inputs, std::move(outputs),
                                         completer_, comm_, limit);
 }
@@ -85,17 +85,45 @@ c10::intrusive_ptr<c10d::Backend> PlaitProcessGroup::split(
 }
 
 void PlaitProcessGroup::abort() {
+  if (shut_down_) return;  // nothing left to abort
   comm_->abort("rank " + std::to_string(rank_) + ": the process group was aborted");
   control_->abort("rank " + std::to_string(rank_) + ": the process group was aborted");
 }
 
-// destroy_process_group's normal end: calls already made finish (the peers may still be
-// reading what this rank sent), later ones are refused here, and nobody else is told.
-void PlaitProcessGroup::shutdown() { shut_down_ = true; }
+const std::shared_ptr<Communicator>& PlaitProcessGroup::comm() const {
+  TORCH_CHECK(!shut_down_, "plait: rank ", rank_,
+              ": the process group was shut down (destroy_process_group)");
+  return comm_;
+}
+
+const std::shared_ptr<Communicator>& PlaitProcessGroup::control() const {
+  comm();
+  return control_;
+}
+
+// destroy_process_group's normal end: later calls are refused, and this rank lets go of its
+// communicators now, so that its transports shut down in order and the peers see it leave.
+// torch may keep the group object itself alive until the interpreter ends (DDP's reducer
+// holds it), and a process that exits with its transports up looks to its peers as if it
+// had been killed. A call of this rank still in flight (an async call nobody waited for)
+// ends with plait's "communicator destroyed before the operation completed".
+void PlaitProcessGroup::shutdown() {
+  if (shut_down_.exchange(true)) return;
+  auto release = [this] {
+    control_.reset();
+    comm_.reset();
+  };
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release nogil;
+    release();
+  } else {
+    release();
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::barrier(const c10d::BarrierOptions& opts) {
   auto work = make_work(c10d::OpType::BARRIER, "plait:barrier", {}, {});
-  work->add_part(comm_->barrier(options(opts.timeout)));
+  work->add_part(comm()->barrier(options(opts.timeout)));
   PlaitWork::launch(work);
   return work;
 }
@@ -112,8 +140,8 @@ void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   uint8_t token = 1;
   if (rank_ != 0) {
     uint8_t ack = 0;
-    auto sent = control_->send(&token, 1, DataType::kU8, 0, 1, call);
-    auto answer = control_->recv(&ack, 1, DataType::kU8, 0, 2, call);
+    auto sent = control()->send(&token, 1, DataType::kU8, 0, 1, call);
+    auto answer = control()->recv(&ack, 1, DataType::kU8, 0, 2, call);
     try {
       sent->wait();
       answer->wait();
@@ -127,7 +155,7 @@ void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   std::vector<uint8_t> got(size_);
   std::vector<WorkPtr> arrivals(size_);
   for (int r = 1; r < size_; ++r)
-    arrivals[r] = control_->recv(&got[r], 1, DataType::kU8, r, 1, call);
+    arrivals[r] = control()->recv(&got[r], 1, DataType::kU8, r, 1, call);
   const auto until = std::chrono::steady_clock::now() + limit;
   auto arrived_by_deadline = [&](int r) {
     while (!arrivals[r]->test() && std::chrono::steady_clock::now() < until)
@@ -158,14 +186,14 @@ void PlaitProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     }
   }
   if (!failure.empty()) {
-    control_->abort(failure);
+    control()->abort(failure);
     TORCH_CHECK(false, failure);
   }
   for (int r = 1; r < size_; ++r)
     if (auto e = arrivals[r]->error()) throw *e;
   std::vector<WorkPtr> answers;
   for (int r = 1; r < size_; ++r)
-    answers.push_back(control_->send(&token, 1, DataType::kU8, r, 2, call));
+    answers.push_back(control()->send(&token, 1, DataType::kU8, r, 2, call));
   for (auto& a : answers) a->wait();
 }
 
@@ -183,12 +211,12 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
   if (is_send) {
     at::Tensor buffer = t.contiguous();
     work->keep(buffer);
-    work->add_part(comm_->send(buffer.data_ptr(), nbytes(buffer), DataType::kU8, peer,
+    work->add_part(comm()->send(buffer.data_ptr(), nbytes(buffer), DataType::kU8, peer,
                                static_cast<uint32_t>(tag), call));
   } else {
     const Landing landing(t);
     work->keep(landing.buffer);
-    work->add_part(comm_->recv(landing.buffer.data_ptr(), nbytes(landing.buffer),
+    work->add_part(comm()->recv(landing.buffer.data_ptr(), nbytes(landing.buffer),
                                DataType::kU8, peer, static_cast<uint32_t>(tag), call));
     if (landing.staged()) work->then([landing] { landing.land(); });
   }

@@ -48,7 +48,7 @@ class PlaitProcessGroup : public c10d::Backend {
   // Ends every call in flight and every later one with an error naming this rank, and tells
   // the peers, whose calls on this group fail too.
   void abort() override;
-  // Refuses later calls; those in flight finish.
+  // Refuses later calls and releases the communicators (a call still in flight fails).
   void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -107,6 +107,9 @@ class PlaitProcessGroup : public c10d::Backend {
                                           std::vector<at::Tensor> outputs);
   CallOptions options(std::chrono::milliseconds op_timeout) const;
   CallName what(const char* op) const { return {rank_, op}; }
+  // The communicators, refused once the group is shut down (they are released then).
+  const std::shared_ptr<Communicator>& comm() const;
+  const std::shared_ptr<Communicator>& control() const;
   // Reduction through an allgather and a local reduce, for types and operators plait lacks.
   void fallback_allreduce(PlaitWork& work, const at::Tensor& buffer, const c10d::ReduceOp& op,
                           const CallOptions& call);

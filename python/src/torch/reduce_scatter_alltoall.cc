@@ -78,7 +78,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter(
   auto work = make_work(c10d::OpType::REDUCE_SCATTER, "plait:reduce_scatter", inputs[0], outputs);
   std::vector<at::Tensor> flat_parts;
   for (const auto& t : inputs[0]) flat_parts.push_back(t.reshape({-1}));
-  reduce_scatter_flat(comm_, *work, at::cat(flat_parts), counts, outputs[0], opts.reduceOp,
+  reduce_scatter_flat(comm(), *work, at::cat(flat_parts), counts, outputs[0], opts.reduceOp,
                       options(opts.timeout), rank_, size_);
   PlaitWork::launch(work);
   return work;
@@ -97,7 +97,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter_single(
   auto work =
       make_work(c10d::OpType::_REDUCE_SCATTER_BASE, "plait:reduce_scatter_tensor", {input}, {output});
   std::vector<size_t> counts(size_, static_cast<size_t>(output.numel()));
-  reduce_scatter_flat(comm_, *work, input.contiguous(), counts, output, opts.reduceOp,
+  reduce_scatter_flat(comm(), *work, input.contiguous(), counts, output, opts.reduceOp,
                       options(opts.timeout), rank_, size_);
   PlaitWork::launch(work);
   return work;
@@ -125,7 +125,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::reduce_scatter_single_coalesce
   const CallOptions call = options(opts.timeout);
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<size_t> counts(size_, static_cast<size_t>(outputs[i].numel()));
-    reduce_scatter_flat(comm_, *work, inputs[i].contiguous(), counts, outputs[i], opts.reduceOp,
+    reduce_scatter_flat(comm(), *work, inputs[i].contiguous(), counts, outputs[i], opts.reduceOp,
                         call, rank_, size_);
   }
   PlaitWork::launch(work);
@@ -170,7 +170,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_to_all_single(
   const Landing landing(output);
   work->keep(in);
   work->keep(landing.buffer);
-  work->add_part(comm_->alltoallv(in.data_ptr(), send_bytes, prefix(send_bytes),
+  work->add_part(comm()->alltoallv(in.data_ptr(), send_bytes, prefix(send_bytes),
                                   landing.buffer.data_ptr(), recv_bytes, prefix(recv_bytes),
                                   DataType::kU8, options(opts.timeout)));
   if (landing.staged()) work->then([landing] { landing.land(); });
@@ -200,7 +200,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::alltoall(std::vector<at::Tenso
   at::Tensor flat = at::empty({static_cast<int64_t>(total)}, at::kByte);
   work->keep(in);
   work->keep(flat);
-  work->add_part(comm_->alltoallv(in.data_ptr(), send_bytes, prefix(send_bytes), flat.data_ptr(),
+  work->add_part(comm()->alltoallv(in.data_ptr(), send_bytes, prefix(send_bytes), flat.data_ptr(),
                                   recv_bytes, prefix(recv_bytes), DataType::kU8,
                                   options(opts.timeout)));
   std::vector<at::Tensor> outs = outputs;

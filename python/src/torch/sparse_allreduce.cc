@@ -23,7 +23,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::sparse_allreduce(
   at::Tensor values = mine.values().contiguous();       // [nnz, dense dims...]
   int64_t nnz = mine._nnz();
   std::vector<int64_t> counts(size_);
-  comm_->allgather(&nnz, counts.data(), 1, DataType::kI64, call)->wait();
+  comm()->allgather(&nnz, counts.data(), 1, DataType::kI64, call)->wait();
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
 
   const size_t coord_row = static_cast<size_t>(mine.sparse_dim()) * sizeof(int64_t);
@@ -38,8 +38,8 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::sparse_allreduce(
     coord_bytes.push_back(static_cast<size_t>(c) * coord_row);
     value_bytes.push_back(static_cast<size_t>(c) * value_row);
   }
-  auto a = comm_->allgatherv(coords.data_ptr(), all_coords.data_ptr(), coord_bytes, DataType::kU8, call);
-  auto b = comm_->allgatherv(values.data_ptr(), all_values.data_ptr(), value_bytes, DataType::kU8, call);
+  auto a = comm()->allgatherv(coords.data_ptr(), all_coords.data_ptr(), coord_bytes, DataType::kU8, call);
+  auto b = comm()->allgatherv(values.data_ptr(), all_values.data_ptr(), value_bytes, DataType::kU8, call);
   a->wait();
   b->wait();
   at::Tensor sum = at::sparse_coo_tensor(all_coords.t(), all_values, tensor.sizes()).coalesce();
