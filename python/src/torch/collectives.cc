@@ -233,31 +233,18 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_gather_single_coalesced(
   work->keep(flat);
   work->add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
                                   options(opts.timeout)));
-  // The output tensors in the order the bytes arrived: for each rank, every output's block.
+  // Each output's rank blocks, in the order the bytes arrive: for each rank, every input's
+  // size. A non-contiguous output is filled through its staging copy, then landed.
+  std::vector<Landing> landings;
   std::vector<at::Tensor> blocks;
+  for (const auto& o : outputs) landings.emplace_back(o);
   for (int r = 0; r < size_; ++r)
     for (size_t i = 0; i < inputs.size(); ++i)
-      blocks.push_back(outputs[i].reshape({-1}).narrow(0, r * inputs[i].numel(), inputs[i].numel()));
-  std::vector<at::Tensor> outs = outputs;
-  work->then([flat, blocks, outs]() mutable {
-    // A non-contiguous output's reshape is a copy: unpack into staging, then land it.
-    bool views = true;
-    for (size_t i = 0; i < outs.size(); ++i) views = views && outs[i].is_contiguous();
-    if (views) {
-      unpack_all(flat, blocks);
-      return;
-    }
-    std::vector<at::Tensor> staged, parts;
-    for (auto& o : outs) staged.push_back(at::empty({o.numel()}, o.options()));
-    const size_t n = outs.size();
-    for (size_t k = 0; k < blocks.size(); ++k) {
-      const size_t i = k % n;
-      const int64_t r = static_cast<int64_t>(k / n);
-      const int64_t len = blocks[k].numel();
-      parts.push_back(staged[i].narrow(0, r * len, len));
-    }
-    unpack_all(flat, parts);
-    for (size_t i = 0; i < n; ++i) outs[i].copy_(staged[i].view(outs[i].sizes()));
+      blocks.push_back(landings[i].buffer.reshape({-1}).narrow(0, r * inputs[i].numel(),
+                                                                inputs[i].numel()));
+  work->then([flat, blocks, landings]() mutable {
+    unpack_all(flat, blocks);
+    for (const auto& l : landings) l.land();
   });
   PlaitWork::launch(work);
   return work;
