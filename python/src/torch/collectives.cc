@@ -31,6 +31,17 @@ void PlaitProcessGroup::fallback_allreduce(PlaitWork& work, const at::Tensor& bu
   work.then([rows, out, op]() mutable { reduce_rows(rows, op, out); });
 }
 
+at::Tensor PlaitProcessGroup::allgather_packed(PlaitWork& work,
+                                               const std::vector<at::Tensor>& inputs,
+                                               const CallOptions& call) {
+  at::Tensor in = pack_bytes(inputs);
+  at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
+  work.keep(in);
+  work.keep(flat);
+  work.add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8, call));
+  return flat;
+}
+
 c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const CallName op = what("all_reduce");
@@ -198,12 +209,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::allgather_coalesced(
   std::vector<at::Tensor> flat_outs;
   for (const auto& list : outputs) flat_outs.insert(flat_outs.end(), list.begin(), list.end());
   auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, "plait:all_gather", inputs, flat_outs);
-  at::Tensor in = pack_bytes(inputs);
-  at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
-  work->keep(in);
-  work->keep(flat);
-  work->add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
-                                  options(opts.timeout)));
+  at::Tensor flat = allgather_packed(*work, inputs, options(opts.timeout));
   work->then([flat, flat_outs]() mutable { unpack_all(flat, flat_outs); });
   PlaitWork::launch(work);
   return work;
@@ -227,12 +233,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::all_gather_single_coalesced(
   }
   auto work = make_work(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED,
                         "plait:all_gather_into_tensor_coalesced", inputs, outputs);
-  at::Tensor in = pack_bytes(inputs);
-  at::Tensor flat = at::empty({static_cast<int64_t>(size_ * nbytes(in))}, at::kByte);
-  work->keep(in);
-  work->keep(flat);
-  work->add_part(comm()->allgather(in.data_ptr(), flat.data_ptr(), nbytes(in), DataType::kU8,
-                                  options(opts.timeout)));
+  at::Tensor flat = allgather_packed(*work, inputs, options(opts.timeout));
   // Each output's rank blocks, in the order the bytes arrive: for each rank, every input's
   // size. A non-contiguous output is filled through its staging copy, then landed.
   std::vector<Landing> landings;

@@ -64,7 +64,7 @@ c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, co
   // The same limit the group's operations get (options()): a zero group timeout means
   // the communicator's own.
   const auto group_limit = timeout_.load();
-  const auto limit = group_limit.count() > 0 ? group_limit : comm()->timeout();
+  const auto limit = group_limit.count() > 0 ? group_limit : comm_->timeout();  // checked above
   return c10::make_intrusive<PlaitWork>(rank_, type, title, inputs, std::move(outputs),
                                         completer_, comm_, limit);
 }

@@ -110,6 +110,10 @@ class PlaitProcessGroup : public c10d::Backend {
   // The communicators, refused once the group is shut down (they are released then).
   const std::shared_ptr<Communicator>& comm() const;
   const std::shared_ptr<Communicator>& control() const;
+  // Every rank's `inputs` packed back to back, gathered by one plait allgather into the
+  // returned buffer (rank r's bytes at r's place), kept alive by `work`.
+  at::Tensor allgather_packed(PlaitWork& work, const std::vector<at::Tensor>& inputs,
+                              const CallOptions& call);
   // Reduction through an allgather and a local reduce, for types and operators plait lacks.
   void fallback_allreduce(PlaitWork& work, const at::Tensor& buffer, const c10d::ReduceOp& op,
                           const CallOptions& call);
