@@ -1,5 +1,9 @@
-// Futex wait and wake on a word private to this process (FUTEX_PRIVATE_FLAG: keyed by
-// address, no page lookup). Words shared between processes use transport/shm/futex.h.
+// Futex wait and wake, in two variants:
+// - private (futex_wait, futex_wake): a word of this process only (FUTEX_PRIVATE_FLAG: keyed
+//   by address, no page lookup);
+// - shared (futex_wait_shared, futex_wake_shared): a word in memory shared between processes.
+//   The kernel keys it by its backing page, so a sleeper in one process is woken by a waker in
+//   another that maps the same memory at a different address.
 #pragma once
 
 #include <linux/futex.h>
@@ -8,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <ctime>
 
@@ -34,6 +39,19 @@ inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
 inline void futex_wake(std::atomic<uint32_t>* word, int count) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr,
             nullptr, 0);
+}
+
+// Sleeps while *word == expected, at most `timeout` (none when it is not positive).
+inline void futex_wait_shared(std::atomic<uint32_t>* word, uint32_t expected,
+                              std::chrono::nanoseconds timeout) {
+  if (timeout.count() <= 0) return;
+  timespec ts{static_cast<time_t>(timeout.count() / 1000000000),
+              static_cast<long>(timeout.count() % 1000000000)};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+inline void futex_wake_shared(std::atomic<uint32_t>* word, int count = INT_MAX) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
 }  // namespace plait

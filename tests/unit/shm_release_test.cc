@@ -70,7 +70,7 @@ class RegionTable : public ::testing::Test {
  protected:
   void SetUp() override {
     g_ = shm::make_geometry(1, 4096, 8);
-    segment_ = shm::Segment::create(unique_name("/plait-release-test"), g_.total_bytes);
+    segment_ = SharedMemory::create(unique_name("/plait-release-test"), g_.total_bytes);
     segment_.unlink();
     shm::SegmentView view(segment_.base(), g_);
     publisher_ = std::make_unique<shm::RegionPublisher>(
@@ -84,7 +84,7 @@ class RegionTable : public ::testing::Test {
   }
 
   shm::Geometry g_;
-  shm::Segment segment_;
+  SharedMemory segment_;
   std::shared_ptr<MemoryRegistry> registry_ = std::make_shared<MemoryRegistry>();
   std::unique_ptr<shm::RegionPublisher> publisher_;
   shm::RemoteRegions peer_;

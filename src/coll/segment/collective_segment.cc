@@ -7,14 +7,12 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "core/random.h"
 #include "plait/error.h"
-#include "transport/shm/futex.h"
+#include "core/futex.h"
 
 namespace plait::coll::segment {
 namespace {
-
-using transport::shm::hex;
-using transport::shm::Segment;
 
 uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
@@ -42,15 +40,16 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::attach(int rank, int size,
                                                              const Deadline& deadline) {
   const ErrorContext ctx{.rank = rank, .op = "collective segment setup"};
   const Geometry g = plan_geometry(static_cast<uint32_t>(size), slot_bytes);
-  Segment segment;
+  SharedMemory segment;
   if (rank == 0) {
     uint8_t tag[kTagSize];
-    const uint64_t a = transport::shm::random_u64(), b = transport::shm::random_u64();
+    const uint64_t a = random_u64(), b = random_u64();
     std::memcpy(tag, &a, 8);
     std::memcpy(tag + 8, &b, 8);
     const std::string name = "/plait-coll-" + hex(tag, 6) + "-" + std::to_string(::getpid());
+    sweep_stale_shared_memory({kMagic});
     try {
-      segment = Segment::create(name, g.total_bytes);
+      segment = SharedMemory::create(name, g.total_bytes);
     } catch (const Error& e) {
       log(LogLevel::kWarn, "rank 0: no collective segment (", e.what(),
           "); this communicator's collectives use messages only");
@@ -65,7 +64,7 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::attach(int rank, int size,
     h->total_bytes = g.total_bytes;
     std::memcpy(h->tag, tag, kTagSize);
     for (int r = 0; r < size; ++r) new (&reinterpret_cast<RankControl*>(segment.base() + g.control_offset)[r]) RankControl();
-    h->magic.store(transport::shm::kCollectiveSegmentMagic, std::memory_order_release);
+    h->magic.store(kMagic, std::memory_order_release);
     std::ostringstream value;
     value << name << ' ' << hex(tag, kTagSize) << ' ' << g.slot_bytes;
     store.set(key, value.str());
@@ -78,7 +77,7 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::attach(int rank, int size,
     value >> name >> tag_hex >> their_slot;
     if (name.rfind("/plait-coll-", 0) != 0 || tag_hex.size() != 2 * kTagSize)
       throw remote_error("rank 0 published a malformed collective segment entry", ctx);
-    segment = Segment::open(name);
+    segment = SharedMemory::open(name, sizeof(Header));
     if (!segment.base())
       throw remote_error("rank 0's collective segment " + name +
                              " is gone: its setup failed or it exited (see its error)",
@@ -88,7 +87,7 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::attach(int rank, int size,
     const Geometry theirs = plan_geometry(static_cast<uint32_t>(size), their_slot);
     uint8_t their_tag[kTagSize];
     std::memcpy(their_tag, h->tag, kTagSize);
-    if (h->magic.load(std::memory_order_acquire) != transport::shm::kCollectiveSegmentMagic ||
+    if (h->magic.load(std::memory_order_acquire) != kMagic ||
         __atomic_load_n(&h->version, __ATOMIC_RELAXED) != kVersion ||
         __atomic_load_n(&h->ranks, __ATOMIC_RELAXED) != g.ranks ||
         __atomic_load_n(&h->slot_bytes, __ATOMIC_RELAXED) != theirs.slot_bytes ||
@@ -102,7 +101,7 @@ std::unique_ptr<CollectiveSegment> CollectiveSegment::attach(int rank, int size,
 }
 
 std::unique_ptr<CollectiveSegment> CollectiveSegment::finish_attach(
-    int rank, int size, Store& store, const std::string& key, Segment segment, const Geometry& g,
+    int rank, int size, Store& store, const std::string& key, SharedMemory segment, const Geometry& g,
     const Deadline& deadline) {
   // Everyone has mapped it once every rank says so; then the name can go.
   store.set(key + "/mapped/" + std::to_string(rank), "1");
@@ -129,7 +128,7 @@ void CollectiveSegment::ring_if_waiting(int r, int64_t after, uint64_t round,
   if (waiters == Waiters::kSameRound ? active > round : active == kNoRound || active < round + 2)
     return;
   c.bell.fetch_add(1, std::memory_order_seq_cst);
-  transport::shm::futex_wake_shared(&c.bell, INT_MAX);
+  futex_wake_shared(&c.bell, INT_MAX);
 }
 
 }  // namespace plait::coll::segment

@@ -38,10 +38,12 @@
 
 #include "core/clock.h"
 #include "plait/store.h"
-#include "transport/shm/segment.h"
+#include "core/shared_memory.h"
 
 namespace plait::coll::segment {
 
+// Starts a SharedMemoryHeader (core/shared_memory.h), as every plait mapping does.
+inline constexpr uint64_t kMagic = 0x316c6c6f63746c70ull;  // "pltcoll1"
 inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kTagSize = 16;
 // No round is in progress on a rank (RankControl::active_round).
@@ -51,7 +53,7 @@ inline constexpr int64_t kRingNow = 0;
 inline constexpr int64_t kRingNever = INT64_MAX;
 
 struct Header {
-  std::atomic<uint64_t> magic{0};  // transport::shm::kCollectiveSegmentMagic, written last
+  std::atomic<uint64_t> magic{0};  // kMagic, written last
   uint32_t version = 0;
   int32_t pid = 0;  // the creator's: the sweep removes a segment whose creator died in setup
   uint32_t ranks = 0;
@@ -82,6 +84,9 @@ struct RankControl {
   std::atomic<int64_t> ring_after{kRingNow};
 };
 static_assert(sizeof(RankControl) == 192);
+// It starts as every plait mapping does (core/shared_memory.h), which the sweep reads.
+static_assert(offsetof(Header, version) == offsetof(SharedMemoryHeader, version) &&
+              offsetof(Header, pid) == offsetof(SharedMemoryHeader, pid));
 
 struct Geometry {
   uint32_t ranks = 0;
@@ -135,7 +140,7 @@ class CollectiveSegment {
   }
 
  private:
-  CollectiveSegment(int rank, transport::shm::Segment segment, const Geometry& g)
+  CollectiveSegment(int rank, SharedMemory segment, const Geometry& g)
       : rank_(rank),
         segment_(std::move(segment)),
         g_(g),
@@ -145,7 +150,7 @@ class CollectiveSegment {
   // Every rank: says it has mapped the segment; rank 0 waits for all, then unlinks it.
   static std::unique_ptr<CollectiveSegment> finish_attach(int rank, int size, Store& store,
                                                           const std::string& key,
-                                                          transport::shm::Segment segment,
+                                                          SharedMemory segment,
                                                           const Geometry& g,
                                                           const Deadline& deadline);
 
@@ -153,7 +158,7 @@ class CollectiveSegment {
   void ring_if_waiting(int r, int64_t after, uint64_t round, Waiters waiters) const;
 
   int rank_;
-  transport::shm::Segment segment_;
+  SharedMemory segment_;
   Geometry g_;
   // Where the geometry puts each area in our mapping: every flag and slot access uses them.
   RankControl* controls_;

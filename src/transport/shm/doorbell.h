@@ -9,7 +9,7 @@
 
 #include <atomic>
 
-#include "transport/shm/futex.h"
+#include "core/futex.h"
 #include "transport/shm/layout.h"
 
 namespace plait::transport::shm {

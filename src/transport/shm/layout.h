@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/shared_memory.h"
 #include "transport/shm/ring.h"
 
 namespace plait::transport::shm {
@@ -64,6 +65,9 @@ struct SegmentHeader {
   // (OpLifecycle::first_loss), NUL-terminated; read by peers once they see `closed`.
   char first_loss[1024] = {};
 };
+// It starts as every plait mapping does (core/shared_memory.h), which the sweep reads.
+static_assert(offsetof(SegmentHeader, version) == offsetof(SharedMemoryHeader, version) &&
+              offsetof(SegmentHeader, pid) == offsetof(SharedMemoryHeader, pid));
 
 // One published region (region_table.h). Fields are atomics because peers read them while
 // the owner may be rewriting a retired slot; `state` orders them, seqlock-style.

@@ -21,7 +21,9 @@
 #include <cstring>
 #include <thread>
 
+#include "core/cpu_relax.h"
 #include "core/log.h"
+#include "core/process.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/shm_fabric.h"
 

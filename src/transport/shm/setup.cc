@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "core/log.h"
+#include "core/process.h"
+#include "core/random.h"
 #include "plait/error.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/peer_header.h"
@@ -56,7 +58,7 @@ void wait_a_little(Store& store, const std::string& key, const Deadline& deadlin
   }
 }
 
-void init_header(const Segment& own, const FabricOptions& o, const Geometry& g,
+void init_header(const SharedMemory& own, const FabricOptions& o, const Geometry& g,
                  const std::vector<int>& peer_ranks, const uint64_t* probe_word) {
   SegmentView v(own.base(), g);
   SegmentHeader& h = v.header();
@@ -74,7 +76,7 @@ void init_header(const Segment& own, const FabricOptions& o, const Geometry& g,
 // Checks that a peer's segment is one of this job's, set up for us (peer_header.h). Fills the
 // link's geometry and our index.
 void verify_peer(PeerLink& p, const FabricOptions& o, int peer) {
-  const Segment& seg = p.segment;
+  const SharedMemory& seg = p.segment;
   const std::string who = "rank " + std::to_string(peer) + "'s shm segment " + seg.name();
   const CheckedPeer c = check_peer_segment(seg.base(), seg.bytes(),
                                            segment_tag(o.job_token, o.name, peer, seg.name()),
@@ -134,14 +136,14 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
                   const Geometry& geometry) {
   const ErrorContext ctx{.rank = o.rank, .op = "shm fabric '" + o.name + "' setup"};
   const Deadline deadline = Deadline::after(o.config.connect_timeout);
-  sweep_stale_segments();
+  sweep_stale_shared_memory({kSegmentMagic});
   // Peers probe us before the barrier: the permission must be there by then.
   Attachment a;
   if (o.config.shm_cma != "off") a.cma_permission = allow_cma_from_any_process();
 
   // Stays alive (and unchanged) until every peer is past the barrier, i.e. done probing.
   const uint64_t probe_word = random_u64() | 1;
-  a.own = Segment::create(segment_name(o.job_token, o.name, o.rank), geometry.total_bytes);
+  a.own = SharedMemory::create(segment_name(o.job_token, o.name, o.rank), geometry.total_bytes);
   a.own_geometry = geometry;
   a.peers.resize(peer_ranks.size());
   try {
@@ -165,7 +167,7 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
         p.rank = peer;
         try {
           const std::string name = o.store->get_string(key, std::chrono::milliseconds(0));
-          p.segment = Segment::open(name);
+          p.segment = SharedMemory::open(name, sizeof(SegmentHeader));
           if (!p.segment.base())
             throw remote_error("rank " + std::to_string(peer) + "'s shm segment " + name +
                                " is gone: its setup failed or it exited (see its error)");

@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "core/shared_memory.h"
 #include "core/socket.h"
 #include "transport/fabric.h"
 #include "transport/shm/cma.h"
@@ -25,7 +26,7 @@ namespace plait::transport::shm {
 struct PeerLink {
   int rank = -1;
   pid_t pid = 0;
-  Segment segment;        // the peer's segment: our inbox ring there, its table and header
+  SharedMemory segment;        // the peer's segment: our inbox ring there, its table and header
   Geometry geometry;      // its layout, as verified at setup (the header's may change since)
   uint32_t my_index = 0;  // our index in the peer's peer list (our ring and pins there)
   net::Fd pidfd;          // readable once the peer process has exited
@@ -34,7 +35,7 @@ struct PeerLink {
 };
 
 struct Attachment {
-  Segment own;
+  SharedMemory own;
   Geometry own_geometry;
   CmaPermission cma_permission;  // held while some pair uses cross-memory attach
   std::vector<PeerLink> peers;  // in the order of `peer_ranks` (our rings and pins)

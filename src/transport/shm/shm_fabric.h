@@ -185,7 +185,7 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
 
   std::shared_ptr<MemoryRegistry> registry_;
   SegmentView own_view_;  // before own_: made from the attachment before it is moved
-  Segment own_;
+  SharedMemory own_;
   CmaPermission cma_permission_;
   std::vector<std::unique_ptr<Peer>> peers_;  // by index in our peer list
   std::vector<int> index_of_;                 // by rank: index in peers_, or -1
