@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/futex_mutex.h"
 #include "plait/communicator.h"
+#include "transport/providers.h"
 
 namespace plait::coll {
 

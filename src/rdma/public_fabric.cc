@@ -11,6 +11,20 @@
 #include "transport/job_fabric.h"
 
 namespace plait::rdma {
+
+std::string_view to_string(OpType op) {
+  switch (op) {
+    case OpType::kSend: return "send";
+    case OpType::kRecv: return "recv";
+    case OpType::kWrite: return "write";
+    case OpType::kRead: return "read";
+    case OpType::kFetchAdd: return "fetch_add";
+    case OpType::kCompareSwap: return "compare_swap";
+    case OpType::kRemoteWriteImm: return "remote write_imm";
+  }
+  return "unknown op";
+}
+
 namespace {
 
 class PublicFabric final : public Fabric {

@@ -9,6 +9,10 @@
 
 namespace plait::transport {
 
+std::unique_ptr<MemoryRegion> Fabric::allocate_memory(size_t length, uint32_t access) {
+  return allocate_anonymous_memory(*this, length, access);
+}
+
 std::unique_ptr<MemoryRegion> allocate_anonymous_memory(Fabric& fabric, size_t length,
                                                         uint32_t access) {
   if (length == 0)

@@ -209,42 +209,4 @@ class Fabric {
   virtual std::string peer_failure(int peer) const = 0;
 };
 
-// Creates the fabric for a job: listens, publishes its address in the store, connects to
-// every peer (each connection authenticated with the job token) and starts the progress
-// thread. Throws plait::Error (kTimeout naming the ranks that never showed up, kRemote,
-// kSystem, or kInvalidUsage for a wrong job token) within options.config.connect_timeout.
-std::unique_ptr<Fabric> create_tcp_fabric(const FabricOptions& options);
-
-// The shared-memory provider for ranks on this host (see src/transport/shm/). Same contract
-// as create_tcp_fabric; every rank in options.peers must be on this host.
-std::unique_ptr<Fabric> create_shm_fabric(const FabricOptions& options);
-
-// The UCX provider (see src/transport/ucx/): every rank in options.peers (default: every
-// other rank) over UCP, on whatever transports UCX finds (PLAIT_UCX_TLS / UCX_TLS restrict
-// them). Same contract as create_tcp_fabric.
-std::unique_ptr<Fabric> create_ucx_fabric(const FabricOptions& options);
-
-// Where every rank of a job is and which provider reaches it.
-struct FabricTopology {
-  std::vector<std::string> host;  // per fabric rank: its host identity (host_identity.h)
-  std::vector<int> host_of;       // per fabric rank: host index, 0 = rank 0's host
-  // Per fabric rank: index of the machine whose cores it shares (machine_identity()); the
-  // same as host_of but where hosts are simulated or namespaces of one machine.
-  std::vector<int> machine_of;
-  std::vector<std::string> provider;  // per fabric rank: "shm", "tcp", or "self"
-  CostModel intra;  // the provider within this host (shm unless PLAIT_TRANSPORT=tcp)
-  CostModel inter;  // the provider across hosts (tcp)
-  int hosts() const;
-};
-
-// The fabric for a job (see composite_fabric.h): every rank publishes its host identity in
-// options.store, then peers on this host are served by shm and the others by tcp, or all by
-// the provider PLAIT_TRANSPORT names. Fills *topology when given. Throws like the providers'
-// factories, and kInvalidUsage when PLAIT_TRANSPORT=shm but a rank is on another host.
-std::unique_ptr<Fabric> create_fabric(const FabricOptions& options,
-                                      FabricTopology* topology = nullptr);
-
-// The providers built into this binary and what they can do, for `plait info`.
-std::vector<Capabilities> provider_capabilities(const Config& config);
-
 }  // namespace plait::transport

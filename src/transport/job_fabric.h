@@ -10,6 +10,7 @@
 #include "plait/bootstrap.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
+#include "transport/providers.h"
 
 namespace plait::transport {
 

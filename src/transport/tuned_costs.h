@@ -24,6 +24,7 @@
 
 #include "core/config.h"
 #include "transport/fabric.h"
+#include "transport/providers.h"
 
 namespace plait::transport {
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "transport/providers.h"
 #include "transport/tuned_costs.h"
 
 namespace plait::transport {

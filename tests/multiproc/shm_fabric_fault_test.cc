@@ -21,6 +21,7 @@
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/shm/segment.h"
+#include "transport/shm/shm_provider.h"
 
 namespace plait::transport {
 namespace {

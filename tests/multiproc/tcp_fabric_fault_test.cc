@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
 namespace {

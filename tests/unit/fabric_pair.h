@@ -16,6 +16,9 @@
 #include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
+#include "transport/shm/shm_provider.h"
+#include "transport/tcp/tcp_provider.h"
+#include "transport/ucx/ucx_provider.h"
 
 namespace plait::transport::test {
 

@@ -6,6 +6,8 @@
 // copy fallback (PLAIT_SHM_CMA=off) run here. tests/multiproc/shm_fabric_fault_test.cc covers
 // processes.
 #include "shm_test_support.h"
+#include "transport/providers.h"
+#include "transport/shm/shm_provider.h"
 
 namespace plait::transport::shm_test {
 namespace {

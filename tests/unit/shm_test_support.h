@@ -22,6 +22,7 @@
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
 #include "transport/shm/segment.h"
+#include "transport/shm/shm_provider.h"
 
 namespace plait::transport::shm_test {
 

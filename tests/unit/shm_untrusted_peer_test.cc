@@ -9,6 +9,7 @@
 #include "shm_test_support.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/ring.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport::shm_test {
 namespace {

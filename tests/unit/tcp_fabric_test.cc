@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "fabric_pair.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
 namespace {

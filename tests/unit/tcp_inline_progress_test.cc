@@ -10,6 +10,7 @@
 #include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
 namespace {

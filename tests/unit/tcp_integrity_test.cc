@@ -12,6 +12,7 @@
 #include "core/socket.h"
 #include "fabric_test_support.h"
 #include "transport/fabric.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
 namespace {

@@ -9,6 +9,7 @@
 #include "fabric_test_support.h"
 #include "support/strangers.h"
 #include "transport/fabric.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
 namespace {

@@ -8,6 +8,7 @@
 #include "fabric_test_support.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_fabric.h"
+#include "transport/tcp/tcp_provider.h"
 
 namespace plait::transport {
 namespace {

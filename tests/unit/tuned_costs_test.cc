@@ -18,6 +18,7 @@
 #include "plait/error.h"
 #include "plait/store.h"
 #include "transport/cost_fit.h"
+#include "transport/providers.h"
 
 namespace plait::transport {
 namespace {

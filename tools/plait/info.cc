@@ -13,6 +13,7 @@
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/host_identity.h"
+#include "transport/providers.h"
 #include "transport/tuned_costs.h"
 #include "transport/ucx/ucx_info.h"
 

@@ -2,6 +2,7 @@
 #include "transport/ucx/ucx_fabric.h"
 
 #include "core/log.h"
+#include "transport/ucx/ucx_provider.h"
 
 namespace plait::transport {
 
