@@ -12,3 +12,4 @@
 #include "plait/rdma.h"
 #include "plait/store.h"
 #include "plait/types.h"
+#include "plait/work.h"

@@ -31,7 +31,7 @@
 #include "coll/schedule_cache.h"
 #include "coll/schedule_executor.h"
 #include "coll/segment/segment_run.h"
-#include "coll/work_impl.h"
+#include "core/work_impl.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/futex_mutex.h"

@@ -1,4 +1,4 @@
-// The Work of a parameter-server call: a coll::WorkImpl (waiting, callbacks, errors) and the
+// The Work of a parameter-server call: a WorkImpl (waiting, callbacks, errors) and the
 // version the pull returned.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "coll/work_impl.h"
+#include "core/work_impl.h"
 #include "plait/ps.h"
 
 namespace plait::ps {
@@ -14,7 +14,7 @@ namespace plait::ps {
 class PsWorkImpl final : public PsWork {
  public:
   PsWorkImpl(std::string_view op, size_t bytes, std::chrono::milliseconds timeout, int rank)
-      : inner_(coll::WorkLabel{.op = op, .bytes = bytes}, timeout, rank) {}
+      : inner_(WorkLabel{.op = op, .bytes = bytes}, timeout, rank) {}
 
   bool test() override { return inner_.test(); }
   void wait(std::chrono::milliseconds timeout) override { inner_.wait(timeout); }
@@ -33,7 +33,7 @@ class PsWorkImpl final : public PsWork {
   }
 
  private:
-  coll::WorkImpl inner_;
+  WorkImpl inner_;
   std::atomic<uint64_t> version_{0};
 };
 

@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "coll/work_impl.h"
+#include "core/work_impl.h"
 #include "plait/ps.h"
 #include "plait/rdma.h"
 #include "ps/key_table.h"

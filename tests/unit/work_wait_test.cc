@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "coll/work_impl.h"
+#include "core/work_impl.h"
 #include "core/futex_mutex.h"
 #include "core/futex_shared_mutex.h"
 #include "core/reduce.h"
@@ -21,8 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::shared_ptr<coll::WorkImpl> make_work() {
-  return std::make_shared<coll::WorkImpl>(coll::WorkLabel{.op = "allreduce", .seq = 7, .bytes = 8},
+std::shared_ptr<WorkImpl> make_work() {
+  return std::make_shared<WorkImpl>(WorkLabel{.op = "allreduce", .seq = 7, .bytes = 8},
                                           std::chrono::milliseconds(60000), 3);
 }
 

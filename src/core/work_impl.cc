@@ -1,11 +1,11 @@
-#include "coll/work_impl.h"
+#include "core/work_impl.h"
 
 #include <algorithm>
 #include <climits>
 
 #include "core/futex.h"
 
-namespace plait::coll {
+namespace plait {
 
 const std::string WorkImpl::kNoAlgorithm;
 
@@ -100,4 +100,4 @@ void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t byt
   for (auto& callback : callbacks) callback();
 }
 
-}  // namespace plait::coll
+}  // namespace plait

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "plait/communicator.h"
+#include "plait/work.h"
 
-namespace plait::coll {
+namespace plait {
 
 class WorkImpl;
 
@@ -97,4 +97,4 @@ class WorkImpl : public Work {
   std::vector<std::function<void()>> callbacks_;
 };
 
-}  // namespace plait::coll
+}  // namespace plait
