@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "coll/communicator_impl.h"
+#include "coll/schedule/tags.h"
 #include "coll/segment/segment_setup.h"
-#include "coll/tags.h"
 #include "core/config_overlay.h"
 #include "core/log.h"
 #include "transport/job_fabric.h"

@@ -7,9 +7,9 @@
 #include <set>
 #include <tuple>
 
-#include "coll/block_cache.h"
-#include "coll/comm_engine.h"
-#include "coll/select.h"
+#include "coll/engine/block_cache.h"
+#include "coll/engine/comm_engine.h"
+#include "coll/select/select.h"
 #include "coll/stall/stall_inspector.h"
 #include "core/config.h"
 #include "core/futex_mutex.h"

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "sim/rank_copies.h"
 #include "sim/replay.h"
 #include "sim/topology.h"

@@ -14,8 +14,8 @@
 
 #include <utility>
 
-#include "coll/algorithms.h"
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
+#include "coll/select/algorithms.h"
 #include "sim/relabelling.h"
 #include "sim/replay.h"
 

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "plait/error.h"
 #include "sim/full_replay.h"
 #include "sim/schedule_size.h"

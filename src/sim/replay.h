@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
 #include "sim/topology.h"
 
 namespace plait::sim {

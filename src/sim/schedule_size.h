@@ -2,7 +2,7 @@
 // replay checks before it builds every rank's steps (replay.h's limits).
 #pragma once
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 
 namespace plait::sim {
 

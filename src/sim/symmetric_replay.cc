@@ -5,7 +5,7 @@
 #include <map>
 #include <queue>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "sim/flow_network.h"
 #include "sim/pair_fifo.h"
 #include "sim/relabelling.h"

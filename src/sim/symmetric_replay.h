@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "sim/replay.h"
 #include "sim/topology.h"
 

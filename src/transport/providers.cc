@@ -4,8 +4,8 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "transport/host_identity.h"
 #include "transport/composite_fabric.h"
+#include "transport/host_identity.h"
 #include "transport/memory_registry.h"
 #include "transport/shm/shm_provider.h"
 #include "transport/tcp/tcp_provider.h"

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "plait/plait.h"
 #include "support/job.h"
 #include "support/values.h"

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
 
 namespace plait::sim {
 

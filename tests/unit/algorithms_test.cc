@@ -12,9 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include "coll/algorithms.h"
-#include "coll/builder_util.h"
-#include "coll/schedule_check.h"
+#include "coll/schedule/builder.h"
+#include "coll/schedule/check.h"
+#include "coll/select/algorithms.h"
 #include "core/reduce.h"
 #include "plait/error.h"
 #include "schedule_ancestors.h"

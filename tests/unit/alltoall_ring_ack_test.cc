@@ -7,9 +7,9 @@
 
 #include <vector>
 
-#include "coll/algorithms.h"
-#include "coll/builder_util.h"
-#include "coll/schedule_check.h"
+#include "coll/schedule/builder.h"
+#include "coll/schedule/check.h"
+#include "coll/select/algorithms.h"
 #include "schedule_ancestors.h"
 
 namespace plait::coll {

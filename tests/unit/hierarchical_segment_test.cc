@@ -7,9 +7,9 @@
 
 #include <set>
 
-#include "coll/algorithms.h"
 #include "coll/hosts.h"
-#include "coll/select.h"
+#include "coll/select/algorithms.h"
+#include "coll/select/select.h"
 
 namespace plait::coll {
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 #include <vector>
 
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
 
 namespace plait::coll {
 

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "coll/algorithms.h"
-#include "coll/builder_util.h"
-#include "coll/schedule_check.h"
+#include "coll/schedule/builder.h"
+#include "coll/schedule/check.h"
+#include "coll/select/algorithms.h"
 
 namespace plait::coll {
 namespace {

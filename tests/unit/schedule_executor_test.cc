@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "coll/builder_util.h"
-#include "coll/schedule_executor.h"
-#include "coll/tags.h"
+#include "coll/schedule/builder.h"
+#include "coll/schedule/executor.h"
+#include "coll/schedule/tags.h"
 #include "fabric_pair.h"
 
 namespace plait::coll {

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 
 namespace plait::coll {
 namespace {

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "plait/store.h"
 #include "fabric_pair.h"
 #include "fabric_test_support.h"
+#include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
 #include "transport/shm/segment.h"

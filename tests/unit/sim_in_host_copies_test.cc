@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "sim/full_replay.h"
 #include "sim/replay.h"
 #include "sim/topology_spec.h"

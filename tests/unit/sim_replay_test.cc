@@ -2,8 +2,8 @@
 // networks where the answer is known.
 #include <gtest/gtest.h>
 
-#include "coll/algorithms.h"
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
+#include "coll/select/algorithms.h"
 #include "plait/error.h"
 #include "sim/flow_network.h"
 #include "sim/replay.h"

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "plait/error.h"
 #include "sim/flow_network.h"
 #include "sim/replay.h"

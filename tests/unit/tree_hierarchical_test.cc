@@ -13,13 +13,13 @@
 #include <set>
 #include <sstream>
 
-#include "coll/algorithms.h"
-#include "coll/binary_tree.h"
-#include "coll/builder_util.h"
 #include "coll/hosts.h"
-#include "coll/phases.h"
-#include "coll/schedule_check.h"
-#include "coll/select.h"
+#include "coll/schedule/binary_tree.h"
+#include "coll/schedule/builder.h"
+#include "coll/schedule/check.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/algorithms.h"
+#include "coll/select/select.h"
 #include "core/reduce.h"
 #include "plait/error.h"
 #include "schedule_ancestors.h"

@@ -9,9 +9,9 @@
 #include <set>
 #include <vector>
 
-#include "coll/algorithms.h"
-#include "coll/binary_tree.h"
-#include "coll/phases.h"
+#include "coll/schedule/binary_tree.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/algorithms.h"
 #include "schedule_ancestors.h"
 
 namespace plait::coll {

@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/work_impl.h"
 #include "core/futex_mutex.h"
 #include "core/futex_shared_mutex.h"
 #include "core/reduce.h"
+#include "core/work_impl.h"
 #include "plait/error.h"
 
 namespace plait {

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_compress.h"
 #include "bench_ops.h"
 #include "bench_options.h"
-#include "bench_compress.h"
 #include "bench_ps.h"
 #include "bench_rdma.h"
 #include "bench_report.h"
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "commands.h"
 #include "core/clock.h"
 #include "core/config.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string_view>
 
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
 #include "core/config.h"
 #include "option_reader.h"
 #include "plait/error.h"

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <string>
 
-#include "coll/algorithms.h"
+#include "coll/select/algorithms.h"
 #include "commands.h"
 #include "core/config.h"
-#include "plait/error.h"
 #include "plait/bootstrap.h"
+#include "plait/error.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/host_identity.h"

@@ -11,8 +11,8 @@
 #include <map>
 
 #include "bench_ops.h"
-#include "coll/algorithms.h"
-#include "coll/select.h"
+#include "coll/select/algorithms.h"
+#include "coll/select/select.h"
 #include "core/config.h"
 #include "plait/error.h"
 #include "sim/topology_spec.h"

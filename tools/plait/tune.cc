@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "coll/select.h"
+#include "coll/select/select.h"
 #include "commands.h"
 #include "core/config.h"
 #include "plait/bootstrap.h"

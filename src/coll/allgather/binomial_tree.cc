@@ -2,8 +2,8 @@
 // broadcast of the gathered output. 2 ceil(log2 n) steps; the broadcast moves the whole
 // output, so this is for small totals. Blocks that are adjacent in the output travel in one
 // message; v-variant layouts with gaps or out-of-order displacements travel as runs.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

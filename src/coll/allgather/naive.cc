@@ -1,7 +1,7 @@
 // Naive allgather(v): every rank sends its block to every other rank at once. One step,
 // n-1 messages in and out per rank.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -7,8 +7,8 @@
 // rotation pass is needed.
 #include <algorithm>
 
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,8 +1,8 @@
 // Ring allgather(v): in step s rank r passes block r-s to r+1 and receives block r-s-1 from
 // r-1. n-1 steps, each link carries every block once: bandwidth-optimal. With chunk_count
 // set a block's chunks are forwarded as they arrive.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

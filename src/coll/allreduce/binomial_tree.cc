@@ -3,8 +3,8 @@
 // messages. With chunk_count set both directions pipeline: the broadcast of chunk i leaves
 // rank 0 as soon as chunk i is reduced, and a rank sends chunk i + 2 depth + 1 up only once
 // chunk i has come back down (tree_reduce_bcast).
-#include "coll/binary_tree.h"
-#include "coll/builders.h"
+#include "coll/schedule/binary_tree.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

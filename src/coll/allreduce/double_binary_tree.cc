@@ -6,8 +6,8 @@
 // half-chunks, so large vectors approach ring bandwidth with log-depth latency.
 // The two trees touch disjoint halves of the buffers; the builder's hazard tracking
 // orders nothing between them.
-#include "coll/binary_tree.h"
-#include "coll/builders.h"
+#include "coll/schedule/binary_tree.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

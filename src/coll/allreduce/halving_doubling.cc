@@ -3,8 +3,8 @@
 // steps. A non-power-of-two size first folds its extra ranks into neighbours (each odd rank
 // below 2*(n - p2) hands its vector to the even rank below it) and hands them the result at
 // the end: two more full-vector steps for those pairs.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -21,10 +21,10 @@
 // schedule runs and broadcasts from it afterwards. The schedule is then the allreduce of the
 // whole vector, in the output, among those first ranks (a lone rank copies its input there
 // first), and empty for every other rank.
-#include "coll/algorithms.h"
-#include "coll/builders.h"
 #include "coll/hosts.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/algorithms.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

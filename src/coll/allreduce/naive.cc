@@ -1,8 +1,8 @@
 // Naive allreduce: every rank sends its whole vector to every other rank and reduces all n
 // vectors itself. One round, n-1 messages of the full size per rank: only sensible for
 // tiny messages on few ranks, and the reference the other algorithms are measured against.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -8,8 +8,8 @@
 // idled (16 MiB on four 1 Gbit/s hosts, the same day: 312 ms in rank order, 272 so).
 #include <algorithm>
 
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -10,8 +10,8 @@
 // still busy with the partner's previous round. It costs a message latency a round, small
 // beside a transfer that long. Pipelined rounds (several chunks) go without: chunk i of a
 // round leaves as soon as chunk i of the one before is combined, by design.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -4,8 +4,8 @@
 // element when count % size != 0; empty blocks (count < size) send nothing. With
 // chunk_count set, each block moves in chunks, and chunk i is forwarded as soon as it is
 // reduced, while chunk i+1 is still arriving.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,8 +1,8 @@
 // Naive alltoall(v): every send and every receive is posted at once. One step; n-1
 // messages each way per rank, all competing for the links at the same time. In place,
 // blocks arrive in scratch and move into the buffer once the block they overwrite is sent.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

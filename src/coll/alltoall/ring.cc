@@ -14,8 +14,8 @@
 // rendezvous, whose data goes only once the receiver is ready, and a token would only add a
 // trip through a busy queue (16 MiB on four 1 Gbit/s hosts, 4 MiB messages: 118 ms without,
 // 128 with): ScheduleBuilder::acknowledged.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

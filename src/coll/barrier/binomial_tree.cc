@@ -1,7 +1,7 @@
 // Binomial-tree barrier: arrivals flow up a binomial tree to rank 0, the release flows
 // back down. 2 ceil(log2 n) steps, at most ceil(log2 n) messages at any rank.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

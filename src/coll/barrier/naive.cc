@@ -1,7 +1,7 @@
 // Naive barrier: everyone tells rank 0 it arrived, rank 0 releases everyone once all have.
 // Zero-element messages; the ordering is explicit because no data carries it.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -2,8 +2,8 @@
 // waits for r - 2^i. After ceil(log2 n) rounds every rank has transitively heard from every
 // other, for any n. A round's signal waits for the previous round's; receives may be
 // posted at once.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,7 +1,7 @@
 // Binomial-tree broadcast: ceil(log2 n) steps of the full vector. With chunk_count set a
 // rank forwards chunk i to its children while chunk i+1 is still arriving.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -2,8 +2,8 @@
 // an allgather of the blocks (recursive doubling for a power-of-two size, a ring
 // otherwise). About 2 times the vector per link instead of log2(n) times: the large-message
 // broadcast.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,7 +1,7 @@
 // Naive broadcast: the root sends the whole vector to every other rank. One step, n-1
 // messages leaving the root.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -2,8 +2,8 @@
 // to the next. Unchunked that is n-1 full-vector steps in sequence; with chunk_count set
 // it becomes a pipeline in which every link is busy at once, taking about
 // (n - 2 + chunks) chunk times: close to one vector time for large messages.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

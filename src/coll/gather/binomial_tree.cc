@@ -1,8 +1,8 @@
 // Binomial-tree gather: ceil(log2 n) steps; a rank forwards its whole subtree's blocks in
 // one message (two where the subtree's ranks wrap past n-1 in the root's output). Ranks
 // with children keep their subtree's blocks in scratch, in tree order.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,7 +1,7 @@
 // Naive gather: every rank sends its block straight to the root. One step; the root
 // receives n-1 messages at once.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

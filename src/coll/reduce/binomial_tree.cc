@@ -2,8 +2,8 @@
 // build up in every rank's output (the communicator gives non-roots a temporary one).
 // With chunk_count set the tree pipelines: a rank forwards chunk i while chunk i+1 is
 // still arriving from its children.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

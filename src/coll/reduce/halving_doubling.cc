@@ -3,8 +3,8 @@
 // gather brings the blocks to the root. Ranks are numbered relative to the root and the
 // fold pairs odd with even positions, so the root (position 0) always stays in the
 // power-of-two group.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

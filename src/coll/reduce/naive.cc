@@ -1,7 +1,7 @@
 // Naive reduce: every rank sends its vector straight to the root, which reduces the n
 // vectors in rank order. One step, but the root receives (n-1) full vectors.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,8 +1,8 @@
 // Ring reduce: a ring reduce-scatter (rank r ends owning block r+1, reduced), then every
 // rank sends its block to the root. (n-1)/n of the vector per link in the reduce-scatter,
 // and the root takes in (n-1)/n of it at the end: bandwidth-friendly for large vectors.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

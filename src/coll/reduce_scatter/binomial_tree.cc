@@ -3,8 +3,8 @@
 // so this is for small messages. Partial sums live in a scratch mirror of the input (only
 // ranks with children need one); v-variant layouts reduce only the elements some block
 // covers.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -4,8 +4,8 @@
 // original ranks 2k, 2k+1 (k < rem) or k + rem, so its share of the halving is those
 // ranks' blocks, and at the end it hands the odd partner its block. Partial sums live in a
 // scratch mirror of the input; the input is only read, in place too.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,7 +1,7 @@
 // Naive reduce-scatter(v): every rank sends block p of its input straight to rank p, which
 // reduces the n contributions in rank order. One step, n-1 messages each way per rank.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -5,8 +5,8 @@
 // input is only read, in place too: the in-place result is copied to the front at the end.
 #include <algorithm>
 
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

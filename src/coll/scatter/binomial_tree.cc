@@ -1,8 +1,8 @@
 // Binomial-tree scatter: ceil(log2 n) steps; a rank receives its whole subtree's blocks in
 // one message (two where the subtree's ranks wrap past n-1 in the root's input) and passes
 // each child its part. Leaves receive straight into their output.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -1,7 +1,7 @@
 // Naive scatter: the root sends each rank its block directly. One step; n-1 messages
 // leave the root.
-#include "coll/builders.h"
-#include "coll/phases.h"
+#include "coll/schedule/phases.h"
+#include "coll/select/builders.h"
 
 namespace plait::coll {
 

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/futex.h"
 #include "core/log.h"
 #include "core/random.h"
 #include "plait/error.h"
-#include "core/futex.h"
 
 namespace plait::coll::segment {
 namespace {

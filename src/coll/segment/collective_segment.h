@@ -37,8 +37,8 @@
 #include <string>
 
 #include "core/clock.h"
-#include "plait/store.h"
 #include "core/shared_memory.h"
+#include "plait/store.h"
 
 namespace plait::coll::segment {
 

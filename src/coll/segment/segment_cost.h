@@ -1,9 +1,9 @@
 // The cost of the "shm" algorithms (segment_run.h) under the alpha-beta-gamma model of
-// algorithms.h, with the segment's own latency: a flag raised by one rank and seen by
+// cost_params.h, with the segment's own latency: a flag raised by one rank and seen by
 // another (CostParams::flag_us, a cache line's trip between cores) instead of a message.
 #pragma once
 
-#include "coll/algorithms.h"
+#include "coll/select/cost_params.h"
 
 namespace plait::coll::segment {
 

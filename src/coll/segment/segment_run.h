@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "coll/schedule.h"
+#include "coll/schedule/schedule.h"
+#include "coll/schedule/signature.h"
 #include "coll/segment/collective_segment.h"
-#include "coll/signature.h"
 #include "core/reduce.h"
 #include "plait/error.h"
 #include "transport/fabric.h"

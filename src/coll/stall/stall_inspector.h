@@ -29,7 +29,7 @@
 #include <memory>
 #include <string>
 
-#include "coll/activity.h"
+#include "coll/engine/activity.h"
 #include "plait/store.h"
 
 namespace plait::coll {

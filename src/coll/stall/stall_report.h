@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "coll/signature.h"
+#include "coll/schedule/signature.h"
 
 namespace plait::coll {
 
