@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "coll/hosts.h"
+#include "coll/schedule/hosts.h"
 #include "coll/select/algorithms.h"
 #include "coll/select/select.h"
 

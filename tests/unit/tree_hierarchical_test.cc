@@ -13,10 +13,10 @@
 #include <set>
 #include <sstream>
 
-#include "coll/hosts.h"
 #include "coll/schedule/binary_tree.h"
 #include "coll/schedule/builder.h"
 #include "coll/schedule/check.h"
+#include "coll/schedule/hosts.h"
 #include "coll/schedule/phases.h"
 #include "coll/select/algorithms.h"
 #include "coll/select/select.h"

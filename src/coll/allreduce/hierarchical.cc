@@ -21,7 +21,7 @@
 // schedule runs and broadcasts from it afterwards. The schedule is then the allreduce of the
 // whole vector, in the output, among those first ranks (a lone rank copies its input there
 // first), and empty for every other rank.
-#include "coll/hosts.h"
+#include "coll/schedule/hosts.h"
 #include "coll/schedule/phases.h"
 #include "coll/select/algorithms.h"
 #include "coll/select/builders.h"

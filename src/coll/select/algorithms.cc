@@ -21,8 +21,8 @@
 #include <cmath>
 #include <vector>
 
-#include "coll/hosts.h"
 #include "coll/schedule/builder.h"
+#include "coll/schedule/hosts.h"
 #include "coll/segment/segment_cost.h"
 #include "coll/select/builders.h"
 

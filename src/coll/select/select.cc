@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "coll/hosts.h"
+#include "coll/schedule/hosts.h"
 #include "plait/error.h"
 
 namespace plait::coll {

@@ -1,4 +1,4 @@
-#include "coll/hosts.h"
+#include "coll/schedule/hosts.h"
 
 #include <algorithm>
 #include <string>
