@@ -19,6 +19,7 @@
 #include "fuzz_support.h"
 #include "plait/error.h"
 #include "transport/tcp/tcp_fabric.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::fuzz {
 namespace {
@@ -31,9 +32,9 @@ constexpr auto kHang = std::chrono::seconds(5);
 
 plait::Config fuzz_config(int streams) {
   plait::Config c;
-  c.tcp_streams = streams;
+  c.get<TcpSettings>().streams = streams;
   c.eager_threshold = 1024;  // rendezvous from 1 KiB, so that a small send takes RTS/CTS
-  c.tcp_stripe_bytes = 4096;
+  c.get<TcpSettings>().stripe_bytes = 4096;
   // Small limits, so an input that gets past them shows, and none allocates much.
   c.max_unexpected_bytes = 1 << 20;
   c.max_unexpected_messages = 64;

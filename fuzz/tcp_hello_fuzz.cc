@@ -10,6 +10,7 @@
 #include "fuzz_support.h"
 #include "plait/error.h"
 #include "transport/tcp/hello.h"
+#include "transport/tcp/tcp_settings.h"
 
 using namespace plait::transport;
 
@@ -19,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.rank = 0;
     o.size = 4;
     o.name = "fuzz";
-    o.config.tcp_streams = 2;
+    o.config.get<plait::transport::TcpSettings>().streams = 2;
     return o;
   }();
   tcp::Hello h;
@@ -33,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tcp::check_hello(h, name, options);
     // What connect.cc then indexes with: mesh.sockets[rank][stream].
     PLAIT_FUZZ_CHECK(h.rank >= 0 && h.rank < options.size);
-    PLAIT_FUZZ_CHECK(h.stream < static_cast<uint32_t>(options.config.tcp_streams));
+    PLAIT_FUZZ_CHECK(h.stream < static_cast<uint32_t>(options.config.get<plait::transport::TcpSettings>().streams));
   } catch (const plait::Error& e) {
     PLAIT_FUZZ_CHECK(e.category() == plait::ErrorCategory::kInvalidUsage);
   }

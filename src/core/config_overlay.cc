@@ -10,15 +10,6 @@
 extern char** environ;
 
 namespace plait {
-namespace {
-
-// Registry settings read elsewhere than an object's Config: the logger reads PLAIT_LOG once
-// per process, and the launcher and the store server exist before any communicator. Given in
-// code they would do nothing, so they are refused.
-constexpr std::string_view kProcessWide[] = {"PLAIT_LOG", "PLAIT_RUN_GRACE_S", "PLAIT_BIND",
-                                                    "PLAIT_STORE_MAX_HANDSHAKES"};
-
-}  // namespace
 
 Config config_with_settings(const std::map<std::string, std::string>& settings,
                             std::string_view owner, std::string_view object,
@@ -26,14 +17,15 @@ Config config_with_settings(const std::map<std::string, std::string>& settings,
   const std::string who(owner);
   const std::vector<SettingInfo>& known = plait::settings();
   for (const auto& [name, value] : settings) {
-    const bool registered = std::any_of(known.begin(), known.end(),
-                                        [&](const SettingInfo& s) { return s.name == name; });
-    if (!registered)
+    const auto row = std::find_if(known.begin(), known.end(),
+                                  [&](const SettingInfo& s) { return s.name == name; });
+    if (row == known.end())
       throw invalid_usage(who + ": '" + name +
                               "' is not a plait setting (`plait info` lists them)",
                           ctx);
-    if (std::find(std::begin(kProcessWide), std::end(kProcessWide), name) !=
-        std::end(kProcessWide))
+    // Read by the logger, the launcher or the store server once, before any object exists:
+    // given in code they would do nothing, so they are refused.
+    if (row->process_wide)
       throw invalid_usage(who + ": " + name +
                               " applies to the whole process or the launcher, not to one " +
                               std::string(object) + "; set it in the environment",

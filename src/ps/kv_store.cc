@@ -10,6 +10,7 @@
 #include "plait/ps.h"
 #include "plait/rdma.h"
 #include "ps/key_table.h"
+#include "ps/ps_settings.h"
 #include "ps/server.h"
 #include "ps/service.h"
 #include "ps/update_kernels.h"
@@ -73,7 +74,7 @@ class KVStoreImpl final : public KVStore {
       : fabric_(std::move(fabric)),
         service_(std::move(service)),
         options_(std::move(options)),
-        keys_(service_.num_servers(), config.ps_partition_bytes, config.ps_chunk_bytes) {
+        keys_(service_.num_servers(), config.get<PsSettings>().partition_bytes, config.get<PsSettings>().chunk_bytes) {
     const int me = fabric_->rank();
     const int role = service_.role_index[me];
     const bool server = std::find(service_.servers.begin(), service_.servers.end(), me) !=
@@ -265,7 +266,7 @@ std::shared_ptr<KVStore> KVStore::create(const Bootstrap& bootstrap, const Optio
   const Config config = config_with_settings(options.settings, "ps::Options::settings",
                                              "parameter server", ctx);
   const int size = bootstrap.size;
-  const int servers = options.servers > 0 ? options.servers : config.ps_servers;
+  const int servers = options.servers > 0 ? options.servers : config.get<PsSettings>().servers;
   if (servers >= size)
     throw invalid_usage("a parameter server job needs at least one worker: " + std::to_string(servers) +
                             " servers of " + std::to_string(size) + " ranks",
@@ -286,9 +287,9 @@ std::shared_ptr<KVStore> KVStore::create(const Bootstrap& bootstrap, const Optio
   service.staleness = options.staleness;
   service.backup_workers = options.backup_workers;
   service.fold_late = options.fold_late;
-  service.slot_bytes = (std::min(config.ps_chunk_bytes, config.ps_partition_bytes) + 63) / 64 * 64;
-  service.slots = static_cast<uint32_t>(config.ps_slots);
-  service.window_bytes = config.ps_window_bytes;
+  service.slot_bytes = (std::min(config.get<PsSettings>().chunk_bytes, config.get<PsSettings>().partition_bytes) + 63) / 64 * 64;
+  service.slots = static_cast<uint32_t>(config.get<PsSettings>().slots);
+  service.window_bytes = config.get<PsSettings>().window_bytes;
   service.timeout = config.timeout;
   service.role_index.resize(size);
   for (int r = 0; r < size; ++r) {
@@ -299,7 +300,7 @@ std::shared_ptr<KVStore> KVStore::create(const Bootstrap& bootstrap, const Optio
   }
   // The service's completion threads wait as PLAIT_PS_WAIT says.
   rdma::FabricOptions fabric_options{.name = options.name, .settings = options.settings};
-  fabric_options.settings["PLAIT_WAIT"] = kWaitNames[static_cast<int>(config.ps_wait)];
+  fabric_options.settings["PLAIT_WAIT"] = kWaitNames[static_cast<int>(config.get<PsSettings>().wait)];
   auto fabric = rdma::Fabric::create(bootstrap, fabric_options);
   return std::make_shared<KVStoreImpl>(std::move(fabric), std::move(service), options, config);
 }

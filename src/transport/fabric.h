@@ -137,7 +137,7 @@ struct FabricOptions {
   std::string name = "fabric";   // store scope, unique per fabric in a job
   std::string job_token;         // every connection proves it knows it (HMAC challenge)
   // A host whose route picks the address peers should use to reach us (the store's host);
-  // PLAIT_TCP_IFNAME (config.tcp_interface) wins over it. Empty: 127.0.0.1.
+  // PLAIT_TCP_IFNAME (TcpSettings::interface) wins over it. Empty: 127.0.0.1.
   std::string route_hint;
   Config config;
   // The fabric ranks this provider serves; empty means every other rank. A composite fabric

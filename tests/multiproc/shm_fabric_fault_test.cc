@@ -22,6 +22,7 @@
 #include "transport/fabric.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_provider.h"
+#include "transport/shm/shm_settings.h"
 
 namespace plait::transport {
 namespace {
@@ -39,7 +40,7 @@ FabricOptions options_for(int rank, int size, const std::string& dir, const std:
   o.name = name;
   o.job_token = kToken;
   o.config.connect_timeout = 20s;
-  o.config.shm_cma = cma;
+  o.config.get<transport::ShmSettings>().cma = cma;
   return o;
 }
 

@@ -19,6 +19,7 @@
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport {
 namespace {
@@ -35,7 +36,7 @@ FabricOptions options_for(int rank, const std::string& dir) {
   o.name = "fault";
   o.job_token = "fault-test";
   o.config.connect_timeout = 20s;
-  o.config.tcp_streams = 2;
+  o.config.get<transport::TcpSettings>().streams = 2;
   return o;
 }
 

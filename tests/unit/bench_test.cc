@@ -8,12 +8,13 @@
 
 #include "core/config.h"
 #include "core/reduce.h"
-#include "plait/error.h"
 #include "plait/bench_ops.h"
+#include "plait/bench_options.h"
 #include "plait/bench_ps.h"
 #include "plait/bench_rdma.h"
-#include "plait/bench_options.h"
 #include "plait/bench_report.h"
+#include "plait/error.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::cli {
 namespace {
@@ -406,9 +407,9 @@ TEST(BenchReport, Table) {
             std::string::npos);
   EXPECT_EQ(format_settings(Config{}), "");
   Config c;
-  c.tcp_integrity = true;
+  c.get<transport::TcpSettings>().integrity = true;
   c.transport = "tcp";
-  EXPECT_EQ(format_settings(c), "# settings: PLAIT_TCP_INTEGRITY=1 PLAIT_TRANSPORT=tcp\n");
+  EXPECT_EQ(format_settings(c), "# settings: PLAIT_TRANSPORT=tcp PLAIT_TCP_INTEGRITY=1\n");
 }
 
 }  // namespace

@@ -10,6 +10,10 @@
 #include <vector>
 
 #include "plait/error.h"
+#include "plait/launcher_settings.h"
+#include "ps/ps_settings.h"
+#include "transport/shm/shm_settings.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait {
 namespace {
@@ -101,8 +105,8 @@ TEST(ConfigRegistry, ShmCollSlotIsAutoOrABoundedSize) {
 }
 
 TEST(ConfigRegistry, RunGraceTakesSecondsOrAUnit) {
-  EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "5"}}).run_grace, std::chrono::seconds(5));
-  EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "500ms"}}).run_grace,
+  EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "5"}}).get<cli::LauncherSettings>().grace, std::chrono::seconds(5));
+  EXPECT_EQ(Config::from_env({{"PLAIT_RUN_GRACE_S", "500ms"}}).get<cli::LauncherSettings>().grace,
             std::chrono::milliseconds(500));
   EXPECT_THROW(Config::from_env({{"PLAIT_RUN_GRACE_S", "soon"}}), Error);
 }
@@ -114,8 +118,8 @@ TEST(ConfigRegistry, EmptyEnvironmentGivesDefaults) {
   EXPECT_EQ(c.connect_timeout, d.connect_timeout);
   EXPECT_EQ(c.transport, "auto");
   EXPECT_EQ(c.log_level, "warn");
-  EXPECT_EQ(c.tcp_streams, 2);
-  EXPECT_EQ(c.tcp_stripe_bytes, 256u * 1024);
+  EXPECT_EQ(c.get<transport::TcpSettings>().streams, 2);
+  EXPECT_EQ(c.get<transport::TcpSettings>().stripe_bytes, 256u * 1024);
   EXPECT_EQ(c.wait_policy, WaitPolicy::kHybrid);
   EXPECT_TRUE(c.algo.empty());
 }
@@ -123,7 +127,7 @@ TEST(ConfigRegistry, EmptyEnvironmentGivesDefaults) {
 TEST(ConfigRegistry, EmptyValuesAndUnknownVariablesAreIgnored) {
   Config c = Config::from_env(
       {{"PLAIT_TCP_STREAMS", ""}, {"PLAIT_NO_SUCH_THING", "x"}, {"PLAIT_TIMEOUT", "  "}});
-  EXPECT_EQ(c.tcp_streams, 2);
+  EXPECT_EQ(c.get<transport::TcpSettings>().streams, 2);
   EXPECT_EQ(c.timeout, Config{}.timeout);
 }
 
@@ -179,17 +183,17 @@ TEST(ConfigStallWarn, AutoIsAQuarterOfTheTimeoutWithinBounds) {
 }
 
 TEST(ConfigTcpIntegrity, IsOffByDefaultAndTakesZeroOrOne) {
-  EXPECT_FALSE(Config{}.tcp_integrity);
-  EXPECT_TRUE(parse_one("PLAIT_TCP_INTEGRITY", "1").tcp_integrity);
-  EXPECT_TRUE(parse_one("PLAIT_TCP_INTEGRITY", "ON").tcp_integrity);
-  EXPECT_FALSE(parse_one("PLAIT_TCP_INTEGRITY", "0").tcp_integrity);
+  EXPECT_FALSE(Config{}.get<transport::TcpSettings>().integrity);
+  EXPECT_TRUE(parse_one("PLAIT_TCP_INTEGRITY", "1").get<transport::TcpSettings>().integrity);
+  EXPECT_TRUE(parse_one("PLAIT_TCP_INTEGRITY", "ON").get<transport::TcpSettings>().integrity);
+  EXPECT_FALSE(parse_one("PLAIT_TCP_INTEGRITY", "0").get<transport::TcpSettings>().integrity);
   expect_rejected("PLAIT_TCP_INTEGRITY", "maybe", "0 or 1");
 }
 
 TEST(ConfigEnums, AcceptAnyCaseAndListChoicesOnError) {
   EXPECT_EQ(parse_one("PLAIT_TRANSPORT", "TCP").transport, "tcp");
   EXPECT_EQ(parse_one("PLAIT_TRANSPORT", "shm").transport, "shm");
-  EXPECT_EQ(parse_one("PLAIT_SHM_CMA", "off").shm_cma, "off");
+  EXPECT_EQ(parse_one("PLAIT_SHM_CMA", "off").get<transport::ShmSettings>().cma, "off");
   EXPECT_EQ(parse_one("PLAIT_HOST_ID", " node7 ").host_id, "node7");
   EXPECT_EQ(parse_one("PLAIT_LOG", "Debug").log_level, "debug");
   EXPECT_EQ(parse_one("PLAIT_WAIT", "spin").wait_policy, WaitPolicy::kSpin);
@@ -201,8 +205,8 @@ TEST(ConfigEnums, AcceptAnyCaseAndListChoicesOnError) {
 }
 
 TEST(ConfigIntegers, RangesAreChecked) {
-  EXPECT_EQ(parse_one("PLAIT_TCP_STREAMS", "1").tcp_streams, 1);
-  EXPECT_EQ(parse_one("PLAIT_TCP_STREAMS", "64").tcp_streams, 64);
+  EXPECT_EQ(parse_one("PLAIT_TCP_STREAMS", "1").get<transport::TcpSettings>().streams, 1);
+  EXPECT_EQ(parse_one("PLAIT_TCP_STREAMS", "64").get<transport::TcpSettings>().streams, 64);
   for (const char* bad : {"0", "65", "-1", "2.5", "four", "4 4"}) {
     expect_rejected("PLAIT_TCP_STREAMS", bad, "1..64");
   }
@@ -212,25 +216,25 @@ TEST(ConfigIntegers, RangesAreChecked) {
   expect_rejected("PLAIT_PS_ROOTS", "99999999999", ">= 0");
   // The parameter server's settings.
   Config ps = Config::from_env(std::map<std::string, std::string>{});
-  EXPECT_EQ(ps.ps_servers, 1);
-  EXPECT_EQ(ps.ps_partition_bytes, size_t{4} << 20);
-  EXPECT_EQ(ps.ps_chunk_bytes, size_t{256} << 10);
-  EXPECT_EQ(parse_one("PLAIT_PS_CHUNK", "64K").ps_chunk_bytes, size_t{64} << 10);
-  EXPECT_EQ(ps.ps_slots, 8);
-  EXPECT_EQ(ps.ps_wait, WaitPolicy::kHybrid);
-  EXPECT_EQ(parse_one("PLAIT_PS_SERVERS", "3").ps_servers, 3);
+  EXPECT_EQ(ps.get<ps::PsSettings>().servers, 1);
+  EXPECT_EQ(ps.get<ps::PsSettings>().partition_bytes, size_t{4} << 20);
+  EXPECT_EQ(ps.get<ps::PsSettings>().chunk_bytes, size_t{256} << 10);
+  EXPECT_EQ(parse_one("PLAIT_PS_CHUNK", "64K").get<ps::PsSettings>().chunk_bytes, size_t{64} << 10);
+  EXPECT_EQ(ps.get<ps::PsSettings>().slots, 8);
+  EXPECT_EQ(ps.get<ps::PsSettings>().wait, WaitPolicy::kHybrid);
+  EXPECT_EQ(parse_one("PLAIT_PS_SERVERS", "3").get<ps::PsSettings>().servers, 3);
   expect_rejected("PLAIT_PS_SERVERS", "0", ">= 1");
-  EXPECT_EQ(parse_one("PLAIT_PS_PARTITION", "1M").ps_partition_bytes, size_t{1} << 20);
+  EXPECT_EQ(parse_one("PLAIT_PS_PARTITION", "1M").get<ps::PsSettings>().partition_bytes, size_t{1} << 20);
   expect_rejected("PLAIT_PS_PARTITION", "1K", "at least 4096 bytes");
   expect_rejected("PLAIT_PS_PARTITION", "2G", "4K..1G");
-  EXPECT_EQ(parse_one("PLAIT_PS_SLOTS", "16").ps_slots, 16);
+  EXPECT_EQ(parse_one("PLAIT_PS_SLOTS", "16").get<ps::PsSettings>().slots, 16);
   expect_rejected("PLAIT_PS_SLOTS", "0", "1..1024");
-  EXPECT_EQ(ps.ps_window_bytes, size_t{2} << 20);
-  EXPECT_EQ(parse_one("PLAIT_PS_WINDOW", "0").ps_window_bytes, 0u);
-  EXPECT_EQ(parse_one("PLAIT_PS_WINDOW", "512K").ps_window_bytes, size_t{512} << 10);
+  EXPECT_EQ(ps.get<ps::PsSettings>().window_bytes, size_t{2} << 20);
+  EXPECT_EQ(parse_one("PLAIT_PS_WINDOW", "0").get<ps::PsSettings>().window_bytes, 0u);
+  EXPECT_EQ(parse_one("PLAIT_PS_WINDOW", "512K").get<ps::PsSettings>().window_bytes, size_t{512} << 10);
   expect_rejected("PLAIT_PS_WINDOW", "100", "at least 4096 bytes");
   expect_rejected("PLAIT_PS_WINDOW", "4G", "0, or 4K..1G");
-  EXPECT_EQ(parse_one("PLAIT_PS_WAIT", "block").ps_wait, WaitPolicy::kBlock);
+  EXPECT_EQ(parse_one("PLAIT_PS_WAIT", "block").get<ps::PsSettings>().wait, WaitPolicy::kBlock);
   expect_rejected("PLAIT_PS_WAIT", "sometimes", "spin");
   EXPECT_EQ(parse_one("PLAIT_SPIN_US", "0").spin_time.count(), 0);
   EXPECT_EQ(parse_one("PLAIT_SPIN_US", "100").spin_time.count(), 100);
@@ -239,8 +243,8 @@ TEST(ConfigIntegers, RangesAreChecked) {
 }
 
 TEST(ConfigBytes, SettingsTakeByteSizes) {
-  EXPECT_EQ(parse_one("PLAIT_TCP_STRIPE", "1M").tcp_stripe_bytes, 1u << 20);
-  EXPECT_EQ(parse_one("PLAIT_TCP_STRIPE", "4096").tcp_stripe_bytes, 4096u);
+  EXPECT_EQ(parse_one("PLAIT_TCP_STRIPE", "1M").get<transport::TcpSettings>().stripe_bytes, 1u << 20);
+  EXPECT_EQ(parse_one("PLAIT_TCP_STRIPE", "4096").get<transport::TcpSettings>().stripe_bytes, 4096u);
   EXPECT_EQ(setting_value(parse_one("PLAIT_TCP_STRIPE", "1048576"), "PLAIT_TCP_STRIPE"), "1M");
   expect_rejected("PLAIT_TCP_STRIPE", "0", "at least 1");
   expect_rejected("PLAIT_TCP_STRIPE", "lots", "256K");
@@ -251,8 +255,8 @@ TEST(ConfigBytes, SettingsTakeByteSizes) {
 }
 
 TEST(ConfigStrings, InterfaceIsKeptVerbatim) {
-  EXPECT_EQ(parse_one("PLAIT_TCP_IFNAME", "eth0").tcp_interface, "eth0");
-  EXPECT_EQ(parse_one("PLAIT_TCP_IFNAME", "10.0.0.7").tcp_interface, "10.0.0.7");
+  EXPECT_EQ(parse_one("PLAIT_TCP_IFNAME", "eth0").get<transport::TcpSettings>().interface, "eth0");
+  EXPECT_EQ(parse_one("PLAIT_TCP_IFNAME", "10.0.0.7").get<transport::TcpSettings>().interface, "10.0.0.7");
 }
 
 TEST(ConfigAlgo, ForcedAlgorithmsAreKeyedByLowerCaseOp) {
@@ -284,9 +288,9 @@ TEST(ConfigRegistry, ProcessEnvironmentIsReadAfreshEachTime) {
   Config second = Config::from_env();
   unsetenv("PLAIT_TCP_STREAMS");
   unsetenv("PLAIT_ALGO_ALLTOALL");
-  EXPECT_EQ(first.tcp_streams, 7);
+  EXPECT_EQ(first.get<transport::TcpSettings>().streams, 7);
   EXPECT_EQ(first.algo.at("alltoall"), "naive");
-  EXPECT_EQ(second.tcp_streams, 9);
+  EXPECT_EQ(second.get<transport::TcpSettings>().streams, 9);
 }
 
 TEST(ConfigParseBytes, AcceptedForms) {

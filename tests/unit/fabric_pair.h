@@ -17,8 +17,11 @@
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/shm/shm_provider.h"
+#include "transport/shm/shm_settings.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 #include "transport/ucx/ucx_provider.h"
+#include "transport/ucx/ucx_settings.h"
 
 namespace plait::transport::test {
 
@@ -63,10 +66,10 @@ inline Config test_config() {
   Config c;
   c.connect_timeout = 10s;
   c.timeout = 10s;
-  c.tcp_streams = 2;
-  c.tcp_stripe_bytes = 256 * 1024;
-  c.ucx_tls = g_case.ucx_tls;
-  if (!g_case.shm_cma.empty()) c.shm_cma = g_case.shm_cma;
+  c.get<transport::TcpSettings>().streams = 2;
+  c.get<transport::TcpSettings>().stripe_bytes = 256 * 1024;
+  c.get<transport::UcxSettings>().tls = g_case.ucx_tls;
+  if (!g_case.shm_cma.empty()) c.get<transport::ShmSettings>().cma = g_case.shm_cma;
   return c;
 }
 

@@ -23,6 +23,7 @@
 #include "transport/memory_registry.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_provider.h"
+#include "transport/shm/shm_settings.h"
 
 namespace plait::transport::shm_test {
 
@@ -35,7 +36,7 @@ inline Config test_config(const std::string& cma = "auto") {
   Config c;
   c.connect_timeout = 10s;
   c.timeout = 10s;
-  c.shm_cma = cma;
+  c.get<transport::ShmSettings>().cma = cma;
   return c;
 }
 

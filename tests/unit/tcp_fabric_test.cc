@@ -8,6 +8,7 @@
 
 #include "fabric_pair.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport {
 namespace {
@@ -40,7 +41,7 @@ class TcpStreams : public TcpPair, public ::testing::WithParamInterface<int> {
   void SetUp() override {
     g_case = tcp_case();
     Config c = test_config();
-    c.tcp_streams = GetParam();
+    c.get<transport::TcpSettings>().streams = GetParam();
     start(c);
   }
 };

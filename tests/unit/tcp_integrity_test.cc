@@ -13,6 +13,7 @@
 #include "fabric_test_support.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport {
 namespace {
@@ -100,8 +101,8 @@ Outcome send_through_relay(bool integrity, size_t flip_at, std::vector<uint8_t>*
   auto store = make_hash_store();
   Config config;
   config.connect_timeout = 20s;
-  config.tcp_streams = 2;
-  config.tcp_integrity = integrity;
+  config.get<transport::TcpSettings>().streams = 2;
+  config.get<transport::TcpSettings>().integrity = integrity;
   std::unique_ptr<Fabric> f1;
   std::thread rank1([&] {
     f1 = create_tcp_fabric(test::fabric_options(1, 2, store, config, "job-secret", "test"));
@@ -167,7 +168,7 @@ TEST(TcpIntegrity, RanksThatDisagreeAboutItAreToldAtSetUp) {
   auto store = make_hash_store();
   Config on, off;
   on.connect_timeout = off.connect_timeout = 3s;
-  on.tcp_integrity = true;
+  on.get<transport::TcpSettings>().integrity = true;
   std::string error;
   std::thread rank1([&] {
     try {

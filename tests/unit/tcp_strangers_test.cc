@@ -10,6 +10,7 @@
 #include "support/strangers.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport {
 namespace {
@@ -21,7 +22,7 @@ TEST(TcpStrangers, AreDroppedWhileTheRanksMeet) {
   auto store = make_hash_store();
   Config config;
   config.connect_timeout = 60s;
-  config.tcp_streams = 2;
+  config.get<transport::TcpSettings>().streams = 2;
   std::unique_ptr<Fabric> f1;
   std::thread rank1([&] {
     f1 = create_tcp_fabric(test::fabric_options(1, 2, store, config, "job-secret", "test"));

@@ -9,6 +9,7 @@
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_fabric.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport {
 namespace {
@@ -25,8 +26,8 @@ Pair make_pair(int streams) {
   Config config;
   config.connect_timeout = 20s;
   config.timeout = 20s;
-  config.tcp_streams = streams;
-  config.tcp_stripe_bytes = 64 * 1024;
+  config.get<transport::TcpSettings>().streams = streams;
+  config.get<transport::TcpSettings>().stripe_bytes = 64 * 1024;
   Pair p;
   p.f = test::make_fabrics_concurrently(2, [&](int r, std::shared_ptr<Store> store) {
     return create_tcp_fabric(test::fabric_options(r, 2, std::move(store), config, "t", "loss"));

@@ -13,13 +13,14 @@
 #include "bench_options.h"
 #include "bench_subcommand.h"
 #include "commands.h"
-#include "option_reader.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/reduce.h"
+#include "option_reader.h"
 #include "plait/communicator.h"
 #include "plait/ps.h"
 #include "plait/rdma.h"
+#include "ps/ps_settings.h"
 
 namespace plait::cli {
 namespace {
@@ -147,9 +148,9 @@ int run(const PsBenchOptions& o) {
     }
     std::printf("# plait bench ps: %s, %d servers, %d workers, %s, f32, partitions <= %zu bytes in "
                 "chunks <= %zu, %d slots, window %s, %d call(s) in flight\n",
-                o.op.c_str(), o.servers, W, o.mode.c_str(), config.ps_partition_bytes,
-                config.ps_chunk_bytes, config.ps_slots,
-                config.ps_window_bytes ? std::to_string(config.ps_window_bytes).c_str() : "none",
+                o.op.c_str(), o.servers, W, o.mode.c_str(), config.get<ps::PsSettings>().partition_bytes,
+                config.get<ps::PsSettings>().chunk_bytes, config.get<ps::PsSettings>().slots,
+                config.get<ps::PsSettings>().window_bytes ? std::to_string(config.get<ps::PsSettings>().window_bytes).c_str() : "none",
                 o.depth);
     std::printf("# beta (one-sided write, worker 0 -> server 0): %.2f GB/s; links: ideal = max(n/beta, "
                 "w*n/(k*beta)) per direction%s\n",

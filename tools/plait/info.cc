@@ -16,6 +16,7 @@
 #include "transport/providers.h"
 #include "transport/tuned_costs.h"
 #include "transport/ucx/ucx_info.h"
+#include "transport/ucx/ucx_settings.h"
 
 namespace plait::cli {
 namespace {
@@ -42,7 +43,7 @@ void print_providers(const Config& config) {
     std::printf("  ucx: UCX could not start here: %s\n", ucx.error.c_str());
   } else {
     std::printf("  ucx: UCX %s, transports/devices%s: %s\n", ucx.version.c_str(),
-                config.ucx_tls.empty() ? "" : (" (PLAIT_UCX_TLS=" + config.ucx_tls + ")").c_str(),
+                config.get<transport::UcxSettings>().tls.empty() ? "" : (" (PLAIT_UCX_TLS=" + config.get<transport::UcxSettings>().tls + ")").c_str(),
                 ucx.resource_list().c_str());
     std::printf("       RDMA NIC: %s\n", ucx.rdma() ? "yes" : "none (rc, dc, ud absent)");
   }

@@ -28,6 +28,7 @@
 #include "local_job_spawn.h"
 #include "local_job_watchdog.h"
 #include "plait/error.h"
+#include "plait/launcher_settings.h"
 #include "plait/store.h"
 #include "stall_request.h"
 
@@ -413,9 +414,9 @@ std::chrono::milliseconds parse_seconds(const std::string& text, const std::stri
   return milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
 }
 
-std::chrono::milliseconds grace_from_env() { return Config::from_env().run_grace; }
+std::chrono::milliseconds grace_from_env() { return Config::from_env().get<LauncherSettings>().grace; }
 
-std::string bind_from_env() { return Config::from_env().run_bind; }
+std::string bind_from_env() { return Config::from_env().get<LauncherSettings>().bind; }
 
 std::vector<int> plan_binding(const std::string& bind, int nranks) {
   std::vector<int> cpu(static_cast<size_t>(std::max(nranks, 0)), -1);

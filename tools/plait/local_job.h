@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "plait/launcher_settings.h"
 
 namespace plait::cli {
 
@@ -23,7 +24,7 @@ struct LocalJobOptions {
   int nranks = 1;
   std::vector<std::string> command;  // argv of every rank; argv[0] is looked up in PATH
   // Time the ranks get between SIGTERM (or a forwarded SIGINT) and SIGKILL.
-  std::chrono::milliseconds grace = Config{}.run_grace;
+  std::chrono::milliseconds grace = LauncherSettings{}.grace;
   // Wall-clock limit of the whole job; zero means none.
   std::chrono::milliseconds timeout{0};
   // CPU binding (PLAIT_BIND, --bind): "core" binds rank i to the i-th CPU the launcher may
@@ -31,7 +32,7 @@ struct LocalJobOptions {
   // (as Open MPI binds to cores), "none" (the default) leaves the scheduler free: a rank's
   // helper threads then need not wait for its core (torch's 8 B all_reduce at np=2 took
   // 6.3 µs bound against 3.3-5.5 unbound).
-  std::string bind = Config{}.run_bind;
+  std::string bind = LauncherSettings{}.bind;
   // Restarts (plait run --max-restarts): this start's number and the limit, given to the
   // ranks as PLAIT_RESTART_COUNT / TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS.
   int restart_count = 0;

@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "commands.h"
-#include "sort_files.h"
 #include "core/config.h"
+#include "phase_progress.h"
 #include "plait/bootstrap.h"
 #include "plait/error.h"
-#include "phase_progress.h"
 #include "shuffle/gensort.h"
 #include "shuffle/record_file.h"
 #include "shuffle/record_summary.h"
+#include "shuffle/shuffle_settings.h"
+#include "sort_files.h"
 
 namespace plait::cli {
 namespace {
@@ -97,7 +98,7 @@ int gen_main(const std::vector<std::string>& args) {
   const uint64_t hi = static_cast<uint64_t>(u128{records} * (env.rank + 1) / env.size);
   const std::string path = rank_file(out, "input", env.rank);
   const auto start = std::chrono::steady_clock::now();
-  shuffle::RecordWriter w(path, Config::from_env().shuffle_direct_io);
+  shuffle::RecordWriter w(path, Config::from_env().get<shuffle::ShuffleSettings>().direct_io);
   constexpr size_t kBlock = 1 << 16;  // records per write: 6.5 MB
   std::vector<uint8_t> block(kBlock * kRecordBytes);
   RecordSummary summary;

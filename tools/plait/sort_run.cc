@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "phase_progress.h"
 #include "plait/bootstrap.h"
 #include "plait/error.h"
 #include "plait/rdma.h"
@@ -29,7 +30,7 @@
 #include "shuffle/range_partition.h"
 #include "shuffle/record_file.h"
 #include "shuffle/record_sort.h"
-#include "phase_progress.h"
+#include "shuffle/shuffle_settings.h"
 #include "sort_files.h"
 
 namespace plait::cli {
@@ -318,8 +319,8 @@ shuffle::ShuffleStats sort_within(const Options& o, size_t budget, const std::st
 int sort_run_main(const std::vector<std::string>& args) {
   const Config config = Config::from_env();
   Options o = parse(args);
-  o.direct_io = config.shuffle_direct_io;
-  const size_t budget = o.memory_given ? o.memory : config.shuffle_memory_bytes;
+  o.direct_io = config.get<shuffle::ShuffleSettings>().direct_io;
+  const size_t budget = o.memory_given ? o.memory : config.get<shuffle::ShuffleSettings>().memory_bytes;
   const Bootstrap boot = bootstrap_from_env(std::chrono::seconds(60));
   auto fabric = rdma::Fabric::create(boot, {.name = "sort"});
   std::filesystem::create_directories(o.out);
@@ -328,7 +329,7 @@ int sort_run_main(const std::vector<std::string>& args) {
   PhaseProgress progress("sort", fabric->rank() == 0 && PhaseProgress::wanted());
   const shuffle::ShuffleStats st =
       budget == 0 ? sort_in_memory(o, *fabric, clock, progress)
-                  : sort_within(o, budget, config.shuffle_spill_dir, *fabric, clock, progress);
+                  : sort_within(o, budget, config.get<shuffle::ShuffleSettings>().spill_dir, *fabric, clock, progress);
 
   RankReport mine_report{};
   std::memcpy(mine_report.seconds, clock.seconds(), sizeof(mine_report.seconds));

@@ -17,6 +17,7 @@
 #include "plait/error.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/peer_header.h"
+#include "transport/shm/shm_settings.h"
 
 namespace plait::transport::shm {
 namespace {
@@ -103,7 +104,7 @@ bool decide_cma(const FabricOptions& o, const Attachment& a, size_t i, int our_e
   const uint32_t ours = a.own_view().cma_state(static_cast<uint32_t>(i)).load();
   const uint32_t theirs = p.view().cma_state(p.my_index).load();
   const bool works = ours == kCmaWorks && theirs == kCmaWorks;
-  if (works || o.config.shm_cma != "on") {
+  if (works || o.config.get<ShmSettings>().cma != "on") {
     if (!works && ours != kCmaDisabled)
       log(LogLevel::kInfo, "rank ", o.rank, ": shm: no cross-memory attach with rank ", p.rank,
           " (", ours == kCmaFails ? "process_vm_readv: " + os_error(our_error)
@@ -139,7 +140,7 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
   sweep_stale_shared_memory({kSegmentMagic});
   // Peers probe us before the barrier: the permission must be there by then.
   Attachment a;
-  if (o.config.shm_cma != "off") a.cma_permission = allow_cma_from_any_process();
+  if (o.config.get<ShmSettings>().cma != "off") a.cma_permission = allow_cma_from_any_process();
 
   // Stays alive (and unchanged) until every peer is past the barrier, i.e. done probing.
   const uint64_t probe_word = random_u64() | 1;
@@ -202,7 +203,7 @@ Attachment attach(const FabricOptions& o, const std::vector<int>& peer_ranks,
     for (size_t i = 0; i < a.peers.size(); ++i) {
       PeerLink& p = a.peers[i];
       uint32_t state = kCmaDisabled;
-      if (o.config.shm_cma != "off") {
+      if (o.config.get<ShmSettings>().cma != "off") {
         // The peer's own words: at worst a wrong value makes its probe fail.
         const SegmentHeader& h = p.view().header();
         probe_errors[i] = cma_probe(p.pid, h.probe_addr, h.probe_value);

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "transport/shm/doorbell.h"
 #include "transport/shm/shm_provider.h"
+#include "transport/shm/shm_settings.h"
 
 namespace plait::transport {
 
@@ -233,7 +234,7 @@ std::unique_ptr<Fabric> create_shm_fabric(const FabricOptions& options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     throw invalid_usage("invalid rank " + std::to_string(options.rank) + " of size " +
                             std::to_string(options.size), ctx);
-  const std::string& cma = options.config.shm_cma;
+  const std::string& cma = options.config.get<ShmSettings>().cma;
   if (cma != "auto" && cma != "on" && cma != "off")
     throw invalid_usage("PLAIT_SHM_CMA must be auto, on or off, got '" + cma + "'", ctx);
   std::vector<int> peers = shm::served_ranks(options, ctx);

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "plait/error.h"
 #include "transport/tcp/hello.h"
+#include "transport/tcp/tcp_settings.h"
 #include "transport/tcp/wire.h"
 
 namespace plait::transport::tcp {
@@ -40,8 +41,8 @@ void send_hello(int fd, const FabricOptions& o, int stream, const Deadline& dead
   h.stream = static_cast<uint16_t>(stream);
   h.rank = o.rank;
   h.size = o.size;
-  h.streams = static_cast<uint16_t>(o.config.tcp_streams);
-  h.flags = o.config.tcp_integrity ? Hello::kHelloIntegrity : 0;
+  h.streams = static_cast<uint16_t>(o.config.get<TcpSettings>().streams);
+  h.flags = o.config.get<TcpSettings>().integrity ? Hello::kHelloIntegrity : 0;
   h.name_length = static_cast<uint32_t>(o.name.size());
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   bytes += o.name;
@@ -72,7 +73,7 @@ class Acceptor {
  public:
   Acceptor(const FabricOptions& o, int listen_fd, Mesh* mesh, const Deadline& deadline)
       : o_(o), listen_fd_(listen_fd), mesh_(mesh), deadline_(deadline),
-        expected_(lower_members(*mesh, o.rank) * o.config.tcp_streams) {
+        expected_(lower_members(*mesh, o.rank) * o.config.get<TcpSettings>().streams) {
     thread_ = std::thread([this] { run(); });
   }
   // On an error path: stops accepting at once.
@@ -267,7 +268,7 @@ void wait_for_key(const FabricOptions& o, const std::string& key, const Deadline
 void connect_peer(const FabricOptions& o, int peer, const std::string& address, Mesh* mesh,
                   const Deadline& deadline) {
   HostPort hp = parse_address(address);
-  for (int s = 0; s < o.config.tcp_streams; ++s) {
+  for (int s = 0; s < o.config.get<TcpSettings>().streams; ++s) {
     net::Fd fd = net::connect_tcp(hp.host, hp.port, deadline);
     const auth::Nonce nonce = auth::connect_handshake(fd.get(), o.job_token, kAuthLabel, deadline);
     send_hello(fd.get(), o, s, deadline);
@@ -289,9 +290,9 @@ Mesh connect_mesh(const FabricOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
     throw invalid_usage("invalid rank " + std::to_string(o.rank) + " of size " +
                         std::to_string(o.size), ctx);
-  if (o.config.tcp_streams < 1 || o.config.tcp_streams > 64)
+  if (o.config.get<TcpSettings>().streams < 1 || o.config.get<TcpSettings>().streams > 64)
     throw invalid_usage("tcp_streams must be in 1..64, got " +
-                        std::to_string(o.config.tcp_streams), ctx);
+                        std::to_string(o.config.get<TcpSettings>().streams), ctx);
 
   const Deadline deadline = Deadline::after(o.config.connect_timeout);
   Mesh mesh;
@@ -306,12 +307,12 @@ Mesh connect_mesh(const FabricOptions& o) {
   mesh.nonces.resize(o.size);
   for (int r = 0; r < o.size; ++r)
     if (r != o.rank && member[r]) {
-      mesh.sockets[r].resize(o.config.tcp_streams);
-      mesh.nonces[r].resize(o.config.tcp_streams);
+      mesh.sockets[r].resize(o.config.get<TcpSettings>().streams);
+      mesh.nonces[r].resize(o.config.get<TcpSettings>().streams);
     }
 
   try {
-    const std::string host = net::local_address(o.config.tcp_interface, o.route_hint);
+    const std::string host = net::local_address(o.config.get<TcpSettings>().interface, o.route_hint);
     net::Fd listener = net::listen_tcp(host, 0);
     const int port = net::local_port(listener.get());
     const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;

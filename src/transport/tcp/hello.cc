@@ -3,6 +3,7 @@
 #include <string>
 
 #include "plait/error.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport::tcp {
 
@@ -19,16 +20,16 @@ void check_hello(const Hello& h, std::string_view name, const FabricOptions& o) 
   if (name != o.name)
     throw invalid_usage("peer belongs to fabric '" + std::string(name) + "', not '" + o.name +
                         "'");
-  if (h.size != o.size || h.streams != static_cast<uint32_t>(o.config.tcp_streams))
+  if (h.size != o.size || h.streams != static_cast<uint32_t>(o.config.get<TcpSettings>().streams))
     throw invalid_usage("peer rank " + std::to_string(h.rank) + " has size " +
                         std::to_string(h.size) + " and " + std::to_string(h.streams) +
                         " streams, we have " + std::to_string(o.size) + " and " +
-                        std::to_string(o.config.tcp_streams));
+                        std::to_string(o.config.get<TcpSettings>().streams));
   const bool integrity = (h.flags & Hello::kHelloIntegrity) != 0;
-  if (integrity != o.config.tcp_integrity)
+  if (integrity != o.config.get<TcpSettings>().integrity)
     throw invalid_usage("peer rank " + std::to_string(h.rank) + " has PLAIT_TCP_INTEGRITY=" +
                         (integrity ? "1" : "0") + ", this rank " +
-                        (o.config.tcp_integrity ? "1" : "0") + ": every rank must set it alike");
+                        (o.config.get<TcpSettings>().integrity ? "1" : "0") + ": every rank must set it alike");
   if (h.rank < 0 || h.rank >= o.size || h.stream >= h.streams)
     throw invalid_usage("peer sent an invalid rank " + std::to_string(h.rank) + " / stream " +
                         std::to_string(h.stream));

@@ -5,13 +5,14 @@
 
 #include "core/log.h"
 #include "transport/tcp/tcp_provider.h"
+#include "transport/tcp/tcp_settings.h"
 
 namespace plait::transport {
 
 Capabilities tcp_capabilities(const Config& config) {
   Capabilities c;
   c.provider = "tcp";
-  c.streams_per_peer = config.tcp_streams;
+  c.streams_per_peer = config.get<TcpSettings>().streams;
   return c;
 }
 
@@ -57,8 +58,8 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
       capabilities_(tcp_capabilities(options.config)),
       cost_model_(tcp_cost_model(options.config)),
       eager_threshold_(cost_model_.eager_threshold),
-      stripe_bytes_(std::max<size_t>(options.config.tcp_stripe_bytes, 4096)),
-      streams_(options.config.tcp_streams),
+      stripe_bytes_(std::max<size_t>(options.config.get<TcpSettings>().stripe_bytes, 4096)),
+      streams_(options.config.get<TcpSettings>().streams),
       keepalive_(options.config.keepalive),
       peer_timeout_(effective_peer_timeout(options.config)),
       registry_(options.registry ? options.registry : std::make_shared<MemoryRegistry>()) {
@@ -73,11 +74,11 @@ TcpFabric::TcpFabric(const FabricOptions& options, Mesh mesh)
       // What the kernel holds unsent is out of our hands: a reply queued behind megabytes of
       // it waits for them to drain (at 200 Mbit/s, 1.6 MB is 64 ms). With little left unsent
       // there, replies overtake data in our own queue instead (Stream::submit).
-      if (options.config.tcp_notsent_lowat > 0)
-        net::set_notsent_lowat(mesh.sockets[p][s].get(), options.config.tcp_notsent_lowat);
+      if (options.config.get<TcpSettings>().notsent_lowat > 0)
+        net::set_notsent_lowat(mesh.sockets[p][s].get(), options.config.get<TcpSettings>().notsent_lowat);
       // The lower rank of a pair connected its sockets (connect.cc).
       std::optional<StreamKeys> keys;
-      if (options.config.tcp_integrity)
+      if (options.config.get<TcpSettings>().integrity)
         keys = derive_stream_keys(options.job_token, mesh.nonces[p][s], /*connector=*/rank_ < p);
       peers_[p]->streams.push_back(std::make_unique<Stream>(
           std::move(mesh.sockets[p][s]), p, s, &user_memory_guard_, keys ? &*keys : nullptr));

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "transport/ucx/ucx_api.h"
+#include "transport/ucx/ucx_settings.h"
 
 #include <map>
 #include <mutex>
@@ -21,8 +22,8 @@ bool ucx_sees_rdma(const Config& config) {
   static std::mutex mu;
   static std::map<std::string, bool> seen;
   std::lock_guard lock(mu);
-  auto it = seen.find(config.ucx_tls);
-  if (it == seen.end()) it = seen.emplace(config.ucx_tls, ucx_info(config).rdma()).first;
+  auto it = seen.find(config.get<UcxSettings>().tls);
+  if (it == seen.end()) it = seen.emplace(config.get<UcxSettings>().tls, ucx_info(config).rdma()).first;
   return it->second;
 }
 
@@ -48,7 +49,7 @@ UcxInfo ucx_info(const Config& config) {
     info.error = std::string("ucp_config_read: ") + api->ucs_status_string(s);
     return info;
   }
-  if (!config.ucx_tls.empty()) api->ucp_config_modify(uc, "TLS", config.ucx_tls.c_str());
+  if (!config.get<UcxSettings>().tls.empty()) api->ucp_config_modify(uc, "TLS", config.get<UcxSettings>().tls.c_str());
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP;

@@ -22,6 +22,7 @@
 #include "transport/ucx/ucx_api.h"
 #include "transport/ucx/ucx_fabric.h"
 #include "transport/ucx/ucx_info.h"
+#include "transport/ucx/ucx_settings.h"
 
 namespace plait::transport::ucx {
 namespace {
@@ -109,10 +110,10 @@ void UcxFabric::setup_worker(const FabricOptions& o) {
   if (ucs_status_t s = ucx().ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
     fail_setup("ucp_config_read", s);
   // PLAIT_UCX_TLS wins over UCX_TLS (which ucp_config_read took from the environment).
-  if (!o.config.ucx_tls.empty()) {
-    if (ucs_status_t s = ucx().ucp_config_modify(config, "TLS", o.config.ucx_tls.c_str()); s != UCS_OK) {
+  if (!o.config.get<UcxSettings>().tls.empty()) {
+    if (ucs_status_t s = ucx().ucp_config_modify(config, "TLS", o.config.get<UcxSettings>().tls.c_str()); s != UCS_OK) {
       ucx().ucp_config_release(config);
-      throw invalid_usage("PLAIT_UCX_TLS=" + o.config.ucx_tls + " is not a transport list UCX "
+      throw invalid_usage("PLAIT_UCX_TLS=" + o.config.get<UcxSettings>().tls + " is not a transport list UCX "
                               "accepts: " + status_text(s),
                           {.rank = rank_, .op = "ucx fabric setup"});
     }
@@ -213,7 +214,7 @@ void UcxFabric::create_endpoint(const FabricOptions& o, int peer, const Bytes& a
     throw Error(ErrorCategory::kRemote,
                 "ucp_ep_create to rank " + std::to_string(peer) + " failed: " + status_text(s) +
                     (s == UCS_ERR_UNREACHABLE ? " (no UCX transport reaches it; PLAIT_UCX_TLS=" +
-                                                    o.config.ucx_tls + ")"
+                                                    o.config.get<UcxSettings>().tls + ")"
                                               : ""),
                 {.rank = rank_, .peer = peer, .op = "ucx fabric setup"});
 }
