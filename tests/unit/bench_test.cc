@@ -8,11 +8,11 @@
 
 #include "core/config.h"
 #include "core/reduce.h"
-#include "plait/bench_ops.h"
-#include "plait/bench_options.h"
-#include "plait/bench_ps.h"
-#include "plait/bench_rdma.h"
-#include "plait/bench_report.h"
+#include "plait/bench/ops.h"
+#include "plait/bench/options.h"
+#include "plait/bench/ps.h"
+#include "plait/bench/rdma.h"
+#include "plait/bench/report.h"
 #include "plait/error.h"
 #include "transport/tcp/tcp_settings.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "plait/error.h"
-#include "plait/launcher_settings.h"
+#include "plait/run/launcher_settings.h"
 #include "ps/ps_settings.h"
 #include "transport/shm/shm_settings.h"
 #include "transport/tcp/tcp_settings.h"

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "plait/local_job.h"
+#include "plait/run/local_job.h"
 
 namespace plait::cli {
 namespace {

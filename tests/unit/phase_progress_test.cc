@@ -1,4 +1,4 @@
-// The progress display of plait sort (tools/plait/phase_progress.h) and how plait run's line
+// The progress display of plait sort (tools/plait/sort/phase_progress.h) and how plait run's line
 // prefixer passes its redrawn lines through.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "plait/local_job_output.h"
-#include "plait/phase_progress.h"
+#include "plait/run/output.h"
+#include "plait/sort/phase_progress.h"
 
 namespace plait::cli {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "commands.h"
+#include "plait/commands.h"
 
 namespace {
 

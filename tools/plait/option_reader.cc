@@ -1,4 +1,4 @@
-#include "option_reader.h"
+#include "plait/option_reader.h"
 
 #include <charconv>
 #include <cmath>
