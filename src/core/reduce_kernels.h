@@ -14,7 +14,7 @@
 //   static void f16_store(uint16_t* p, Vec<float, kBytes> v);     // round to nearest even
 // and builds its table with make_kernels<Isa>().
 //
-// Semantics (the scalar reference in tests/unit/reduce_test.cc is the executable version):
+// Semantics (the scalar reference in tests/unit/core/reduce_test.cc is the executable version):
 // - Integer sum and prod wrap (two's complement): they run on the unsigned type of the same
 //   width, so there is no signed-overflow UB.
 // - f16/bf16 widen to f32 exactly, combine in f32, round once to nearest-even.

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "shm_test_support.h"
 #include "transport/shm/layout.h"
 #include "transport/shm/ring.h"
 #include "transport/tcp/tcp_provider.h"
+#include "unit/transport/shm/shm_test_support.h"
 
 namespace plait::transport::shm_test {
 namespace {

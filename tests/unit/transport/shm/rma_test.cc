@@ -1,7 +1,7 @@
 // The shm provider's own one-sided behaviour, with cross-memory attach on and off (every
 // provider's one-sided tests are in fabric_provider_test.cc, which runs shm too): where a
 // refused write is checked, regions past the shared table, cancelling a pending read.
-#include "shm_test_support.h"
+#include "unit/transport/shm/shm_test_support.h"
 
 namespace plait::transport::shm_test {
 namespace {

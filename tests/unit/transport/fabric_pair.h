@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/shm/shm_provider.h"
@@ -22,6 +21,7 @@
 #include "transport/tcp/tcp_settings.h"
 #include "transport/ucx/ucx_provider.h"
 #include "transport/ucx/ucx_settings.h"
+#include "unit/transport/fabric_test_support.h"
 
 namespace plait::transport::test {
 

@@ -11,7 +11,7 @@
 #include "coll/schedule/builder.h"
 #include "coll/schedule/executor.h"
 #include "coll/schedule/tags.h"
-#include "fabric_pair.h"
+#include "unit/transport/fabric_pair.h"
 
 namespace plait::coll {
 namespace {

@@ -2,9 +2,9 @@
 // fabric gone), nothing of it is still in use: the caller may unmap it next.
 #include <sys/mman.h>
 
-#include "shm_test_support.h"
 #include "transport/shm/cma.h"
 #include "transport/shm/region_table.h"
+#include "unit/transport/shm/shm_test_support.h"
 
 namespace plait::transport::shm_test {
 namespace {

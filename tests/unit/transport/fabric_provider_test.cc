@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "fabric_pair.h"
+#include "unit/transport/fabric_pair.h"
 
 namespace plait::transport {
 namespace {

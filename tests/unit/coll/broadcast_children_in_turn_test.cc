@@ -13,7 +13,7 @@
 #include "coll/schedule/builder.h"
 #include "coll/schedule/check.h"
 #include "coll/select/algorithms.h"
-#include "schedule_ancestors.h"
+#include "unit/coll/schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <thread>
 
-#include "fabric_pair.h"
 #include "transport/tcp/tcp_provider.h"
 #include "transport/tcp/tcp_settings.h"
+#include "unit/transport/fabric_pair.h"
 
 namespace plait::transport {
 namespace {

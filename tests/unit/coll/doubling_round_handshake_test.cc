@@ -11,9 +11,9 @@
 #include "coll/schedule/builder.h"
 #include "coll/schedule/check.h"
 #include "coll/select/algorithms.h"
-#include "schedule_ancestors.h"
 #include "sim/replay.h"
 #include "sim/topology_spec.h"
+#include "unit/coll/schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {

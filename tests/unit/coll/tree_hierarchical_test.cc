@@ -22,7 +22,7 @@
 #include "coll/select/select.h"
 #include "core/reduce.h"
 #include "plait/error.h"
-#include "schedule_ancestors.h"
+#include "unit/coll/schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {

@@ -1,6 +1,6 @@
 // The shuffle on a fabric of one rank (an in-process store): what map() refuses before it keeps
 // anything, and a run partitioned in place coming back whole. The permutation across several
-// partitions is checked on real ranks (tests/multiproc/shuffle_test.cc, round 3).
+// partitions is checked on real ranks (tests/multiproc/shuffle/shuffle_test.cc, round 3).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -17,7 +17,7 @@
 #include "coll/select/algorithms.h"
 #include "core/reduce.h"
 #include "plait/error.h"
-#include "schedule_ancestors.h"
+#include "unit/coll/schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {

@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_provider.h"
+#include "unit/transport/fabric_test_support.h"
 
 namespace plait::transport {
 namespace {

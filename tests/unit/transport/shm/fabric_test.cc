@@ -3,11 +3,11 @@
 // its segments and their cleanup, cross-memory attach. Ranks are threads of this process,
 // each with its own Fabric and segment over one in-process store; cross-memory attach works
 // within one process too (a process may read and write itself), so both the CMA paths and the
-// copy fallback (PLAIT_SHM_CMA=off) run here. tests/multiproc/shm_fabric_fault_test.cc covers
+// copy fallback (PLAIT_SHM_CMA=off) run here. tests/multiproc/transport/shm_fabric_fault_test.cc covers
 // processes.
-#include "shm_test_support.h"
 #include "transport/providers.h"
 #include "transport/shm/shm_provider.h"
+#include "unit/transport/shm/shm_test_support.h"
 
 namespace plait::transport::shm_test {
 namespace {

@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "core/socket.h"
-#include "fabric_test_support.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_provider.h"
 #include "transport/tcp/tcp_settings.h"
+#include "unit/transport/fabric_test_support.h"
 
 namespace plait::transport {
 namespace {

@@ -16,14 +16,14 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "fabric_pair.h"
-#include "fabric_test_support.h"
 #include "plait/store.h"
 #include "transport/fabric.h"
 #include "transport/memory_registry.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_provider.h"
 #include "transport/shm/shm_settings.h"
+#include "unit/transport/fabric_pair.h"
+#include "unit/transport/fabric_test_support.h"
 
 namespace plait::transport::shm_test {
 

@@ -1,7 +1,7 @@
 // CommunicatorOptions::settings: PLAIT_* settings given in code, over the environment, checked
 // by the same registry as the environment's. One rank over an in-process store; the
 // multi-rank side (algorithms, inheritance by split and subgroup) is in
-// tests/multiproc/communicator_settings_test.cc.
+// tests/multiproc/coll/communicator_settings_test.cc.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 

@@ -5,11 +5,11 @@
 
 #include <thread>
 
-#include "fabric_test_support.h"
 #include "transport/fabric.h"
 #include "transport/tcp/tcp_fabric.h"
 #include "transport/tcp/tcp_provider.h"
 #include "transport/tcp/tcp_settings.h"
+#include "unit/transport/fabric_test_support.h"
 
 namespace plait::transport {
 namespace {

@@ -12,7 +12,7 @@
 #include "coll/schedule/binary_tree.h"
 #include "coll/schedule/phases.h"
 #include "coll/select/algorithms.h"
-#include "schedule_ancestors.h"
+#include "unit/coll/schedule_ancestors.h"
 
 namespace plait::coll {
 namespace {
