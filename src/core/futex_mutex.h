@@ -1,8 +1,8 @@
 // A mutex in one futex word, for the locks every call and every transport operation takes
 // (a communicator's issue order, its engine's drive lock, free lists, completion queues, op
 // tables, TCP streams). Uncontended, lock and unlock are one atomic instruction each, where
-// glibc's pthread mutex runs ~30 and ~24 instructions (type and robustness checks): a small
-// allreduce took four of those pairs on shared memory, ~23 over TCP.
+// glibc's pthread mutex runs tens (type and robustness checks), and a small allreduce takes
+// several pairs (docs/measurements.md).
 //
 // The algorithm is the third mutex of Drepper's "Futexes Are Tricky": 0 free, 1 locked, 2
 // locked and maybe waited for; unlock wakes one sleeper only when the word was 2. It never

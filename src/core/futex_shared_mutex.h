@@ -1,8 +1,8 @@
 // A reader-writer lock in one futex word, for guards that every transport operation takes
 // shared and only a rare cancel() or teardown takes exclusively (the providers' user-memory
 // and report guards). Uncontended, lock_shared and unlock_shared are one atomic instruction
-// each; std::shared_mutex (pthread rwlock) ran ~100 instructions a pair, two pairs on every
-// small TCP message.
+// each, where std::shared_mutex (a pthread rwlock) runs many more, two pairs on every small
+// TCP message (docs/measurements.md).
 //
 // The word holds the reader count and a writer bit. A writer sets the bit, which turns new
 // readers away (they sleep until it clears: writers are not starved), then sleeps until the

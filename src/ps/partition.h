@@ -6,8 +6,8 @@
 //   transfer   each range is cut into chunks of at most PLAIT_PS_CHUNK (256 KiB), one ring
 //              slot each, all on the range's server. A chunk is what a push or a reply
 //              carries and what a round counts, so a server answers the first chunks of a
-//              range while the last are still arriving (with 4 MiB units, 100 MB over 4
-//              servers on 1 Gbit/s links spent a whole unit's reply after the last push).
+//              range while the last are still arriving (with whole 4 MiB units, the last
+//              reply came a whole unit after the last push; docs/measurements.md).
 // Every rank computes the same table from the same registrations, in the same order, so
 // placement needs no messages. The rest of the parameter server sees chunks only: a
 // "partition" below is a chunk.

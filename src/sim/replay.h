@@ -27,8 +27,8 @@ struct SimParams {
   double gamma_bytes_per_s = 4e9;   // reduction of incoming data into a buffer
   double copy_bytes_per_s = 5e9;    // a local copy
   // The full replay stops with an error once its re-solves of max-min rates took this many
-  // flows in all (minutes on this 2-core machine: ~0.7 us a flow where every flow shares links
-  // with every other, as a halving-doubling of 4,096 ranks on a fat tree hashing flows).
+  // flows in all (minutes where every flow shares links with every other, as a
+  // halving-doubling of 4,096 ranks on a fat tree hashing flows; docs/measurements.md).
   double max_flows_solved = 4e8;
 };
 

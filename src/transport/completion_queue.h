@@ -2,7 +2,7 @@
 // that follows the fabric's wait policy.
 //
 //   spin    poll until the timeout; lowest latency, burns a core (bad on oversubscribed hosts)
-//   block   sleep on a futex until a completion arrives; costs a wake-up (~5-10 us)
+//   block   sleep on a futex until a completion arrives; costs a wake-up
 //   hybrid  spin for `spin_time`, then sleep: a fast reply is caught spinning, a slow one
 //           does not burn the core
 //
@@ -47,8 +47,8 @@ class InlineProgress {
 // another budget's time after the sleep began would have been caught by spinning twice as
 // long, without the wake-ups a sleep costs (the provider's thread takes the worker back, the
 // waiter is woken): the budget doubles, up to 16x `base`. A sleep four budgets long halves it,
-// down to `base`. On UCX's tcp, where waits of a ping-pong passed 50 us now and then, each
-// such wait cost context switches that delayed the next: 0.4 per message at a fixed budget.
+// down to `base`. On UCX's tcp a fixed budget let a ping-pong's waits sleep now and then, and
+// each such sleep's context switches delayed the next message (docs/measurements.md).
 std::chrono::microseconds next_spin_budget(std::chrono::microseconds budget,
                                            std::chrono::nanoseconds slept, bool completed,
                                            std::chrono::microseconds base);

@@ -1,8 +1,8 @@
 // Memory resources for the per-message structures (ops, matcher and op-table nodes): a freed
 // block goes on a free list and the next allocation takes it back, so that a warm path
 // neither calls the global allocator nor pays the size-class search of the std::pmr pools
-// (a few hundred instructions per allocation and, for the synchronized one, a rwlock and a
-// thread-specific lookup).
+// (their size-class search per allocation and, for the synchronized one, a rwlock and a
+// thread-specific lookup; docs/measurements.md).
 //
 // Every request of at most `block_bytes` gets a whole block; larger ones (a map's bucket
 // array) go to the upstream resource. The free list keeps the most blocks that were ever in

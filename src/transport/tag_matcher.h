@@ -197,8 +197,8 @@ class TagMatcher {
     used.bytes -= e.rendezvous ? 0 : e.length;
   }
 
-  // Sources are ranks: a vector indexed by rank, grown on first use (a hash map's lookup
-  // cost ~70 instructions on every eager message).
+  // Sources are ranks: a vector indexed by rank, grown on first use (a hash map's lookup on
+  // every eager message cost more than an index; docs/measurements.md).
   Usage& usage_of(int source) {
     const auto i = static_cast<size_t>(source);
     if (i >= usage_.size()) usage_.resize(i + 1);

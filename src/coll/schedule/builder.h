@@ -81,9 +81,8 @@ class ScheduleBuilder {
   // chunk, with at most `window` chunks sent up that have not come back down. Without the
   // bound a subtree sends everything at once and takes more than its share of the parent's
   // link from a sibling subtree that is still reducing; the parent then waits on the
-  // sibling at the end (binomial allreduce of 64 MiB on four 1 Gbit/s hosts: 1.47 s, 1.15
-  // with a window of three). A chunk comes back no sooner than it went up, so window >= 1
-  // cannot deadlock.
+  // sibling at the end (docs/measurements.md, "tree window"). A chunk comes back no sooner
+  // than it went up, so window >= 1 cannot deadlock.
   void send_up_recv_down_chunks(int parent, Slice up, Slice down, size_t chunk, size_t window);
 
   // The id of the step emitted last (steps must exist).
@@ -92,8 +91,8 @@ class ScheduleBuilder {
   // `finished` is done and returns the receive of `peer`'s token, for this round's sends to
   // wait on. Both partners call it in the same round. Without it a rank a round ahead sends
   // its next message into a link still busy with its partner's current round, the two
-  // rounds share the link, and the skew feeds itself: recursive doubling of 1 MiB on eight
-  // 200 Mbit/s hosts ran 132 or 230-340 ms by launch, 132-137 every launch with the token.
+  // rounds share the link, and the skew feeds itself (docs/measurements.md, "round
+  // handshake").
   StepId handshake(int peer, StepId finished);
   // The smallest round that gets one: below it a round's transfer is within a few message
   // latencies even on a 10 Gbit/s link, and the token would cost more than it saves.

@@ -81,8 +81,8 @@ void binomial_bcast(ScheduleBuilder& b, const Group& g, Slice src, Slice dst);
 // and ScheduleBuilder::acknowledged says a token is worth it (in_turn_down): every child but
 // the last acknowledges its message with a zero-byte token and the next send waits for that.
 // Posted together, a node's messages shared its link in TCP and reached all its children
-// late (binomial allgather of 1 MiB on eight 200 Mbit/s hosts: the root's three children had
-// it at 106, 128 and 129 ms, where one after another gives 44, 88 and 132).
+// late, where one after another the first child has it after one message's time
+// (docs/measurements.md, "children in turn").
 bool in_turn_down(const ScheduleBuilder& b, Slice vector);
 // Sends `src` to `children` in that order, in turn or else all at once in chunks.
 void send_down(ScheduleBuilder& b, std::span<const int> children, Slice src, bool in_turn);
