@@ -6,7 +6,9 @@ users split models that do not fit one worker, over plait or gloo.
     build/tools/plait/plait run -n 4 .venv/bin/python examples/parallel_lm.py --layout tp-dp \\
         --backend gloo
 
-Layouts (examples/lm/layouts.py): ddp, fsdp, fsdp-noreshard, tp, tp-dp. The model
+Layouts: ddp, fsdp, fsdp-noreshard, tp, tp-dp (examples/lm/layouts.py), and pipelines, pp over
+all ranks and pp-dp (pipelines of --pp ranks, FSDP2 across them), under --schedule gpipe, 1f1b,
+interleaved-1f1b or zero-bubble with --microbatches per step (examples/lm/pipeline.py). The model
 (examples/lm/model.py: 4 pre-LN blocks of width 96, 4 heads, 64-byte context, 0.5 M
 parameters) starts from --seed on every rank, and every layout and backend trains on the same
 batches in the same order (examples/lm/corpus.py): a data-parallel rank takes its slice of
@@ -22,7 +24,8 @@ Timing: a step is forward, backward and the optimizer step, from the moment its 
 hand; its time is the slowest rank's; step_s is the median over the steps after --warmup.
 tokens_per_s is the global batch's tokens over step_s. Rank 0's last line:
 
-    RESULT layout=fsdp backend=plait ranks=4 steps=40 val_loss=2.4104 step_s=0.0312 tokens_per_s=32820
+    RESULT layout=fsdp schedule=- backend=plait ranks=4 microbatches=- steps=40 val_loss=2.4582
+        step_s=0.0720 tokens_per_s=14222
 """
 import argparse
 import datetime
@@ -38,6 +41,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lm.corpus import Corpus, kjv_bytes  # noqa: E402
 from lm.layouts import LAYOUTS, apply_layout  # noqa: E402
 from lm.model import GPT, loss_of  # noqa: E402
+from lm.pipeline import SCHEDULES, Pipeline  # noqa: E402
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+from torch.distributed.fsdp import fully_shard  # noqa: E402
+
+PIPELINE_LAYOUTS = ("pp", "pp-dp")
 
 
 def import_plait_torch():
@@ -52,7 +60,11 @@ def import_plait_torch():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layout", choices=LAYOUTS, default="ddp")
+    p.add_argument("--layout", choices=LAYOUTS + PIPELINE_LAYOUTS, default="ddp")
+    p.add_argument("--schedule", choices=tuple(SCHEDULES), default="1f1b",
+                   help="pp, pp-dp: the pipeline schedule")
+    p.add_argument("--microbatches", type=int, default=4, help="pp, pp-dp: per step")
+    p.add_argument("--pp", type=int, default=2, help="pp-dp: ranks per pipeline")
     p.add_argument("--backend", choices=("plait", "gloo"), default="plait")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the timing")
@@ -75,6 +87,30 @@ def validation_loss(model, batches):
         return sum(loss_of(model(x), y).item() for x, y in batches) / len(batches)
 
 
+def pipeline_layout(model, args, world, val):
+    """pp: one pipeline over all ranks; pp-dp: pipelines of --pp consecutive ranks, FSDP2 over
+    the ranks that hold the same stages. Returns (step, evaluate, dp rank, dp size, params)."""
+    eval_model = GPT(dim=args.dim, heads=args.heads, layers=args.layers, seq=args.seq)
+    if args.layout == "pp":
+        group, wrap, dp_rank, dp_size = dist.group.WORLD, None, 0, 1
+    else:
+        if world % args.pp or world == args.pp:
+            raise SystemExit(f"pp-dp needs a world size that is a multiple of --pp {args.pp} "
+                             f"and larger than it, not {world}")
+        mesh = init_device_mesh("cpu", (world // args.pp, args.pp), mesh_dim_names=("dp", "pp"))
+        group = mesh["pp"].get_group()
+        dp_rank, dp_size = mesh["dp"].get_local_rank(), world // args.pp
+
+        def wrap(module):
+            return fully_shard(module, mesh=mesh["dp"], reshard_after_forward=False)
+    pipe = Pipeline(model, args.schedule, args.microbatches, group, wrap)
+
+    def evaluate():
+        pipe.share_parameters(eval_model)
+        return validation_loss(eval_model, val)
+    return pipe.train_step, evaluate, dp_rank, dp_size, pipe.parameters()
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -85,38 +121,50 @@ def main(argv=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     model = GPT(dim=args.dim, heads=args.heads, layers=args.layers, seq=args.seq)
-    placement = apply_layout(model, args.layout, args.tp)
-    if args.batch % placement.dp_size:
-        raise SystemExit(f"--batch {args.batch} does not split over {placement.dp_size} "
-                         f"data-parallel ranks")
-    model = placement.model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     corpus = Corpus(kjv_bytes())
     val = corpus.val_batches(args.eval_batches, args.batch, args.seq)
+    if args.layout in PIPELINE_LAYOUTS:
+        step, evaluate, dp_rank, dp_size, params = pipeline_layout(model, args, world, val)
+    else:
+        placement = apply_layout(model, args.layout, args.tp)
+        model, dp_rank, dp_size = placement.model, placement.dp_rank, placement.dp_size
+        params = list(model.parameters())
+
+        def step(x, y):
+            loss = loss_of(model(x), y)
+            loss.backward()
+            return loss
+
+        def evaluate():
+            return validation_loss(model, val)
+    if args.batch % dp_size:
+        raise SystemExit(f"--batch {args.batch} does not split over {dp_size} "
+                         f"data-parallel ranks")
+    optimizer = torch.optim.AdamW(params, lr=args.lr)
 
     times = []
-    for step in range(args.steps):
-        x, y = corpus.train_batch(args.seed, step, args.batch, args.seq,
-                                  placement.dp_rank, placement.dp_size)
+    for i in range(args.steps):
+        x, y = corpus.train_batch(args.seed, i, args.batch, args.seq, dp_rank, dp_size)
         start = time.perf_counter()
-        loss = loss_of(model(x), y)
-        loss.backward()
+        loss = step(x, y)
         optimizer.step()
         optimizer.zero_grad()
         times.append(time.perf_counter() - start)
-        last = step + 1 == args.steps
-        if (args.eval_every and (step + 1) % args.eval_every == 0) or last:
-            v = validation_loss(model, val)
+        last = i + 1 == args.steps
+        if (args.eval_every and (i + 1) % args.eval_every == 0) or last:
+            v = evaluate()
             if rank == 0:
-                print(f"step {step + 1} train_loss {loss.item():.4f} val_loss {v:.4f}",
-                      flush=True)
+                shown = f"{loss.item():.4f}" if loss is not None else "-"
+                print(f"step {i + 1} train_loss {shown} val_loss {v:.4f}", flush=True)
 
     slowest = torch.tensor(times, dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     timed = slowest[args.warmup:].tolist() or slowest.tolist()
     step_s = statistics.median(timed)
     if rank == 0:
-        print(f"RESULT layout={args.layout} backend={args.backend} ranks={world} "
+        schedule = args.schedule if args.layout in PIPELINE_LAYOUTS else "-"
+        print(f"RESULT layout={args.layout} schedule={schedule} backend={args.backend} "
+              f"ranks={world} microbatches={args.microbatches if schedule != '-' else '-'} "
               f"steps={args.steps} val_loss={v:.4f} step_s={step_s:.4f} "
               f"tokens_per_s={args.batch * args.seq / step_s:.0f}", flush=True)
     dist.destroy_process_group()

@@ -1,5 +1,5 @@
 """examples/parallel_lm.py: every layout (DDP, FSDP2 with and without resharding, tensor
-parallel, TP x DP) trains the language model for a few steps on the "plait" backend and on
+parallel, TP x DP, pipelines under each of torch's schedules, PP x DP) trains the language model for a few steps on the "plait" backend and on
 gloo, and all of them reach the same validation loss: the layouts compute the same steps on
 the same batches, and the backends differ only in the order of their collectives' sums."""
 import math
@@ -16,14 +16,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "parallel_lm.py")
 PLAIT = os.environ.get("PLAIT_BIN", "plait")
 RESULT = re.compile(r"RESULT (.*)")
-# (layout, ranks): tp-dp needs a 2 x 2 mesh.
-LAYOUTS = [("ddp", 2), ("fsdp", 2), ("fsdp-noreshard", 2), ("tp", 2), ("tp-dp", 4)]
+# (layout, pipeline schedule, ranks): tp-dp and pp-dp need a 2 x 2 mesh.
+LAYOUTS = [("ddp", None, 2), ("fsdp", None, 2), ("fsdp-noreshard", None, 2), ("tp", None, 2),
+           ("tp-dp", None, 4), ("pp", "gpipe", 2), ("pp", "1f1b", 2),
+           ("pp", "interleaved-1f1b", 2), ("pp", "zero-bubble", 2), ("pp-dp", "1f1b", 4)]
 
 
-def train(layout, ranks, backend):
+def train(layout, schedule, ranks, backend):
     cmd = [PLAIT, "run", "-n", str(ranks), "--timeout", "200", "--", sys.executable, EXAMPLE,
            "--layout", layout, "--backend", backend, "--steps", "4", "--warmup", "1",
-           "--eval-batches", "2"]
+           "--eval-batches", "2"] + (["--schedule", schedule] if schedule else [])
     for attempt in range(2):
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
         out = r.stdout + r.stderr
@@ -42,14 +44,14 @@ def results():
     return {}
 
 
-@pytest.mark.parametrize("layout,ranks", LAYOUTS)
-def test_layout_reaches_the_same_loss_on_plait_and_gloo(layout, ranks, results):
-    on_plait = train(layout, ranks, "plait")
-    on_gloo = train(layout, ranks, "gloo")
+@pytest.mark.parametrize("layout,schedule,ranks", LAYOUTS)
+def test_layout_reaches_the_same_loss_on_plait_and_gloo(layout, schedule, ranks, results):
+    on_plait = train(layout, schedule, ranks, "plait")
+    on_gloo = train(layout, schedule, ranks, "gloo")
     loss = float(on_plait["val_loss"])
     assert loss < math.log(256) - 1, on_plait  # it learned something in 4 steps
     assert loss == pytest.approx(float(on_gloo["val_loss"]), rel=1e-3), (on_plait, on_gloo)
-    results[layout] = loss
+    results[(layout, schedule)] = loss
 
 
 def test_every_layout_follows_the_same_loss_curve(results):
