@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lm import checkpoint  # noqa: E402
 from lm.corpus import Corpus, kjv_bytes  # noqa: E402
 from lm.layouts import LAYOUTS, apply_layout  # noqa: E402
 from lm.model import GPT, loss_of  # noqa: E402
@@ -79,6 +80,12 @@ def parse_args(argv):
     p.add_argument("--eval-every", type=int, default=0, help="0: after the last step only")
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--timeout", type=float, default=120, help="seconds, every collective")
+    p.add_argument("--checkpoint-dir", help="where --save-at writes and --resume reads "
+                   "sharded checkpoints (torch.distributed.checkpoint; not pp, pp-dp)")
+    p.add_argument("--save-at", type=int, action="append", default=[],
+                   help="save a checkpoint after this step (repeatable)")
+    p.add_argument("--resume", action="store_true",
+                   help="start from the newest checkpoint in --checkpoint-dir")
     return p.parse_args(argv)
 
 
@@ -141,15 +148,24 @@ def main(argv=None):
         raise SystemExit(f"--batch {args.batch} does not split over {dp_size} "
                          f"data-parallel ranks")
     optimizer = torch.optim.AdamW(params, lr=args.lr)
+    whole = args.layout not in PIPELINE_LAYOUTS
+    if (args.save_at or args.resume) and not (args.checkpoint_dir and whole):
+        raise SystemExit("--save-at and --resume need --checkpoint-dir and a layout that is "
+                         "not a pipeline")
+    first = checkpoint.load(args.checkpoint_dir, model, optimizer) if args.resume else 0
+    if rank == 0 and args.resume:
+        print(f"resumed from step {first}", flush=True)
 
-    times = []
-    for i in range(args.steps):
+    times, v = [], None
+    for i in range(first, args.steps):
         x, y = corpus.train_batch(args.seed, i, args.batch, args.seq, dp_rank, dp_size)
         start = time.perf_counter()
         loss = step(x, y)
         optimizer.step()
         optimizer.zero_grad()
         times.append(time.perf_counter() - start)
+        if i + 1 in args.save_at:
+            checkpoint.save(args.checkpoint_dir, i + 1, model, optimizer)
         last = i + 1 == args.steps
         if (args.eval_every and (i + 1) % args.eval_every == 0) or last:
             v = evaluate()
@@ -157,16 +173,19 @@ def main(argv=None):
                 shown = f"{loss.item():.4f}" if loss is not None else "-"
                 print(f"step {i + 1} train_loss {shown} val_loss {v:.4f}", flush=True)
 
-    slowest = torch.tensor(times, dtype=torch.float64)
+    if v is None:  # resumed at or past --steps
+        v = evaluate()
+    slowest = torch.tensor(times or [0.0], dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     timed = slowest[args.warmup:].tolist() or slowest.tolist()
     step_s = statistics.median(timed)
+    digest = checkpoint.parameters_digest(model) if whole else "-"
     if rank == 0:
         schedule = args.schedule if args.layout in PIPELINE_LAYOUTS else "-"
         print(f"RESULT layout={args.layout} schedule={schedule} backend={args.backend} "
               f"ranks={world} microbatches={args.microbatches if schedule != '-' else '-'} "
               f"steps={args.steps} val_loss={v:.4f} step_s={step_s:.4f} "
-              f"tokens_per_s={args.batch * args.seq / step_s:.0f}", flush=True)
+              f"tokens_per_s={args.batch * args.seq / step_s:.0f} params={digest}", flush=True)
     dist.destroy_process_group()
 
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# examples/parallel_lm.py's layouts on plait and on gloo across network-namespace "hosts", one
+# rank a host, every host link capped at RATE both ways (../shared/peers/netns_lab.sh: a
+# bridge, TBF on both directions of every link). Needs root.
+#
+#   bench/parallel_lm_testbed.sh                  # 4 hosts, 1 Gbit/s, 3 reps, every layout
+#   HOSTS=4 RATE=1gbit REPS=3 STEPS=20 LAYOUTS="fsdp pp:1f1b" bench/parallel_lm_testbed.sh
+#
+# A layout is LAYOUT or LAYOUT:SCHEDULE (pp, pp-dp). Each runs REPS times, the backends in turn;
+# every run trains the same model (--layers 8, so that interleaved schedules have two stages a
+# rank on 4 ranks) for STEPS steps. Prints step time and tokens/s, median (min-max) over the
+# reps (a rep's figure: its median step, the slowest rank's), the validation loss of each
+# backend, and plait's median step over gloo's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${HOSTS:-4}
+RATE=${RATE:-1gbit}
+REPS=${REPS:-3}
+STEPS=${STEPS:-20}
+LAYOUTS=${LAYOUTS:-"ddp fsdp fsdp-noreshard pp:gpipe pp:1f1b pp:interleaved-1f1b pp:zero-bubble pp-dp:1f1b"}
+EXTRA=${EXTRA:-"--layers 8 --microbatches 8"}
+LAB=${LAB:-../shared/peers/netns_lab.sh}
+PYTHON=$PWD/.venv/bin/python  # not realpath: the venv is its symlink
+OUT=$(mktemp -d /tmp/plait-lm-testbed.XXXXXX)
+PORT=$((29500 + RANDOM % 200))
+
+[ "$(id -u)" = 0 ] || { echo "parallel_lm_testbed: needs root (network namespaces)" >&2; exit 1; }
+"$LAB" down >/dev/null 2>&1 || true
+"$LAB" up "$N"
+trap '"$LAB" down >/dev/null 2>&1 || true' EXIT
+"$LAB" shape "$RATE" tbf
+
+# run NAME LAYOUT SCHEDULE BACKEND: every rank in its namespace; rank 0's RESULT line kept.
+run() {
+  local name=$1 layout=$2 schedule=$3 backend=$4 pids=() status=0
+  PORT=$((PORT + 2))
+  for ((r = 0; r < N; r++)); do
+    ip netns exec "plns$r" env RANK=$r WORLD_SIZE=$N LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+      MASTER_ADDR=192.168.77.1 MASTER_PORT=$PORT GLOO_SOCKET_IFNAME=eth0 \
+      PYTHONPATH="$PWD/build/python" "$PYTHON" examples/parallel_lm.py --layout "$layout" \
+      ${schedule:+--schedule "$schedule"} --backend "$backend" --steps "$STEPS" $EXTRA \
+      > "$OUT/$name.rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+  if ! grep -h "^RESULT" "$OUT/$name.rank0.log" >> "$OUT/results"; then
+    tail -n 20 "$OUT/$name".rank*.log >&2
+    echo "parallel_lm_testbed: $name failed (exit $status)" >&2
+  fi
+}
+
+for spec in $LAYOUTS; do
+  layout=${spec%%:*}
+  schedule=$([ "$spec" != "$layout" ] && echo "${spec#*:}" || true)
+  for rep in $(seq 1 "$REPS"); do
+    for backend in plait gloo; do
+      run "$layout-${schedule:-none}-$backend-$rep" "$layout" "$schedule" "$backend"
+    done
+  done
+done
+
+"$PYTHON" - "$OUT/results" "$N" "$RATE" <<'PY'
+import collections, statistics, sys
+path, n, rate = sys.argv[1], sys.argv[2], sys.argv[3]
+runs = collections.defaultdict(list)
+order = []
+for line in open(path):
+    kv = dict(x.split("=") for x in line.split()[1:])
+    key = (kv["layout"], kv["schedule"])
+    if key not in order:
+        order.append(key)
+    runs[key + (kv["backend"],)].append(kv)
+def cell(v, f):
+    return f"{f(statistics.median(v))} ({f(min(v))}–{f(max(v))})" if v else "-"
+print(f"{n} hosts, {rate} links, one rank a host")
+print("| layout | schedule | backend | step (ms) | tokens/s | val loss | plait/gloo |")
+print("|---|---|---|---:|---:|---:|---:|")
+for key in order:
+    med = {}
+    for backend in ("plait", "gloo"):
+        rs = runs[key + (backend,)]
+        steps = [float(r["step_s"]) * 1e3 for r in rs]
+        toks = [float(r["tokens_per_s"]) for r in rs]
+        med[backend] = statistics.median(steps) if steps else None
+        ratio = (f"{med['plait'] / med['gloo']:.2f}x"
+                 if backend == "gloo" and med["plait"] and med["gloo"] else "")
+        losses = ", ".join(sorted({r["val_loss"] for r in rs}))
+        print(f"| {key[0]} | {key[1]} | {backend} | {cell(steps, lambda v: f'{v:.1f}')} | "
+              f"{cell(toks, lambda v: f'{v:.0f}')} | {losses} | {ratio} |")
+PY
