@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `plait bench compress` REPS times at one size; per method the median (min-max) over the runs
-# of each column, as the README's table.
+# of each column, as docs/benchmarks.md's table.
 #
 #   bench/compress_table.sh                 # 64 MiB, 5 runs
 #   SIZE=16M REPS=3 bench/compress_table.sh
