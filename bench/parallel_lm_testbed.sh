@@ -5,6 +5,11 @@
 #
 #   bench/parallel_lm_testbed.sh                  # 4 hosts, 1 Gbit/s, 3 reps, every layout
 #   HOSTS=4 RATE=1gbit REPS=3 STEPS=20 LAYOUTS="fsdp pp:1f1b" bench/parallel_lm_testbed.sh
+#   HOSTS=2 PER_HOST=2 LAYOUTS=tp-dp bench/parallel_lm_testbed.sh   # TP within each host
+#
+# PER_HOST ranks share each host (consecutive ranks: a tensor-parallel group of --tp 2 stays
+# on one host and talks over shared memory on plait, loopback tcp on gloo; the data-parallel
+# dimension crosses the links).
 #
 # A layout is LAYOUT or LAYOUT:SCHEDULE (pp, pp-dp). Each runs REPS times, the backends in turn;
 # every run trains the same model (--layers 8, so that interleaved schedules have two stages a
@@ -13,7 +18,9 @@
 # backend, and plait's median step over gloo's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${HOSTS:-4}
+HOSTS=${HOSTS:-4}
+PER_HOST=${PER_HOST:-1}
+N=$((HOSTS * PER_HOST))
 RATE=${RATE:-1gbit}
 REPS=${REPS:-3}
 STEPS=${STEPS:-20}
@@ -26,7 +33,7 @@ PORT=$((29500 + RANDOM % 200))
 
 [ "$(id -u)" = 0 ] || { echo "parallel_lm_testbed: needs root (network namespaces)" >&2; exit 1; }
 "$LAB" down >/dev/null 2>&1 || true
-"$LAB" up "$N"
+"$LAB" up "$HOSTS"
 trap '"$LAB" down >/dev/null 2>&1 || true' EXIT
 "$LAB" shape "$RATE" tbf
 
@@ -35,7 +42,8 @@ run() {
   local name=$1 layout=$2 schedule=$3 backend=$4 pids=() status=0
   PORT=$((PORT + 2))
   for ((r = 0; r < N; r++)); do
-    ip netns exec "plns$r" env RANK=$r WORLD_SIZE=$N LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+    ip netns exec "plns$((r / PER_HOST))" env RANK=$r WORLD_SIZE=$N \
+      LOCAL_RANK=$((r % PER_HOST)) LOCAL_WORLD_SIZE=$PER_HOST \
       MASTER_ADDR=192.168.77.1 MASTER_PORT=$PORT GLOO_SOCKET_IFNAME=eth0 \
       PYTHONPATH="$PWD/build/python" "$PYTHON" examples/parallel_lm.py --layout "$layout" \
       ${schedule:+--schedule "$schedule"} --backend "$backend" --steps "$STEPS" $EXTRA \
@@ -59,9 +67,9 @@ for spec in $LAYOUTS; do
   done
 done
 
-"$PYTHON" - "$OUT/results" "$N" "$RATE" <<'PY'
+"$PYTHON" - "$OUT/results" "$HOSTS" "$RATE" "$PER_HOST" <<'PY'
 import collections, statistics, sys
-path, n, rate = sys.argv[1], sys.argv[2], sys.argv[3]
+path, n, rate, per_host = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 runs = collections.defaultdict(list)
 order = []
 for line in open(path):
@@ -72,7 +80,7 @@ for line in open(path):
     runs[key + (kv["backend"],)].append(kv)
 def cell(v, f):
     return f"{f(statistics.median(v))} ({f(min(v))}–{f(max(v))})" if v else "-"
-print(f"{n} hosts, {rate} links, one rank a host")
+print(f"{n} hosts, {rate} links, {per_host} rank(s) a host")
 print("| layout | schedule | backend | step (ms) | tokens/s | val loss | plait/gloo |")
 print("|---|---|---|---:|---:|---:|---:|")
 for key in order:
