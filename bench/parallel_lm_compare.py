@@ -3,13 +3,16 @@
 
     .venv/bin/python bench/parallel_lm_compare.py [--ranks 4] [--runs 3] [--steps 40]
         [--layouts ddp,fsdp,fsdp-noreshard,tp,tp-dp] [-- extra parallel_lm.py args]
+    .venv/bin/python bench/parallel_lm_compare.py --summarize FILE [--title TEXT]
 
 Each (layout, backend) runs --runs times, the backends in turn, every rank on this host (plait
 run: shared memory for plait, loopback tcp for gloo). Prints a markdown table: step time and
 tokens/s as median (min-max) over the runs (each run's figure is its median step, the slowest
-rank's), validation loss, and plait's median step over gloo's.
+rank's), validation loss, and plait's median step over gloo's. --summarize prints the same
+table from a file of RESULT lines (bench/parallel_lm_testbed.sh's runs).
 """
 import argparse
+import collections
 import os
 import re
 import statistics
@@ -18,6 +21,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT = re.compile(r"RESULT (.*)")
+
+
+def parse(line):
+    return dict(kv.split("=") for kv in line.split())
 
 
 def run(plait, python, ranks, layout, backend, steps, extra):
@@ -31,13 +38,38 @@ def run(plait, python, ranks, layout, backend, steps, extra):
         sys.stderr.write(f"{layout} {backend}: no RESULT (exit {r.returncode})\n"
                          f"{(r.stdout + r.stderr)[-2000:]}\n")
         return None
-    return dict(kv.split("=") for kv in found.group(1).split())
+    return parse(found.group(1))
 
 
 def cell(values, fmt):
     if not values:
         return "-"
     return f"{fmt(statistics.median(values))} ({fmt(min(values))}–{fmt(max(values))})"
+
+
+def print_table(results):
+    """One row per (layout, schedule, backend) in the order first seen."""
+    runs = collections.defaultdict(list)
+    order = []
+    for r in results:
+        key = (r["layout"], r.get("schedule", "-"))
+        if key not in order:
+            order.append(key)
+        runs[key + (r["backend"],)].append(r)
+    print("| layout | schedule | backend | step (ms) | tokens/s | val loss | plait/gloo |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for key in order:
+        med = {}
+        for backend in ("plait", "gloo"):
+            rs = runs[key + (backend,)]
+            steps = [float(r["step_s"]) * 1e3 for r in rs]
+            toks = [float(r["tokens_per_s"]) for r in rs]
+            med[backend] = statistics.median(steps) if steps else None
+            ratio = (f"{med['plait'] / med['gloo']:.2f}x"
+                     if backend == "gloo" and med["plait"] and med["gloo"] else "")
+            losses = ", ".join(sorted({r["val_loss"] for r in rs}))
+            print(f"| {key[0]} | {key[1]} | {backend} | {cell(steps, lambda v: f'{v:.1f}')} | "
+                  f"{cell(toks, lambda v: f'{v:.0f}')} | {losses} | {ratio} |")
 
 
 def main():
@@ -47,31 +79,25 @@ def main():
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--layouts", default="ddp,fsdp,fsdp-noreshard,tp,tp-dp")
     p.add_argument("--plait", default=os.path.join(ROOT, "build", "tools", "plait", "plait"))
+    p.add_argument("--summarize", metavar="FILE", help="tabulate RESULT lines instead of running")
+    p.add_argument("--title")
     p.add_argument("extra", nargs="*")
     args = p.parse_args()
+    if args.title:
+        print(args.title)
+    if args.summarize:
+        with open(args.summarize) as f:
+            print_table([parse(m.group(1)) for line in f if (m := RESULT.search(line))])
+        return
     python = os.path.join(ROOT, ".venv", "bin", "python")
-    rows = []
+    results = []
     for layout in args.layouts.split(","):
-        got = {"plait": [], "gloo": []}
         for _ in range(args.runs):
             for backend in ("plait", "gloo"):
                 r = run(args.plait, python, args.ranks, layout, backend, args.steps, args.extra)
                 if r:
-                    got[backend].append(r)
-        rows.append((layout, got))
-    print(f"| layout | backend | step (ms) | tokens/s | val loss | plait/gloo |")
-    print("|---|---|---:|---:|---:|---:|")
-    for layout, got in rows:
-        med = {}
-        for backend in ("plait", "gloo"):
-            steps = [float(r["step_s"]) * 1e3 for r in got[backend]]
-            toks = [float(r["tokens_per_s"]) for r in got[backend]]
-            losses = sorted({r["val_loss"] for r in got[backend]})
-            med[backend] = statistics.median(steps) if steps else None
-            ratio = (f"{med['plait'] / med['gloo']:.2f}x" if backend == "gloo" and
-                     med.get("plait") and med.get("gloo") else "")
-            print(f"| {layout} | {backend} | {cell(steps, lambda v: f'{v:.1f}')} | "
-                  f"{cell(toks, lambda v: f'{v:.0f}')} | {', '.join(losses)} | {ratio} |")
+                    results.append(r)
+    print_table(results)
 
 
 if __name__ == "__main__":

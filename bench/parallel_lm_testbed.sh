@@ -67,32 +67,5 @@ for spec in $LAYOUTS; do
   done
 done
 
-"$PYTHON" - "$OUT/results" "$HOSTS" "$RATE" "$PER_HOST" <<'PY'
-import collections, statistics, sys
-path, n, rate, per_host = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-runs = collections.defaultdict(list)
-order = []
-for line in open(path):
-    kv = dict(x.split("=") for x in line.split()[1:])
-    key = (kv["layout"], kv["schedule"])
-    if key not in order:
-        order.append(key)
-    runs[key + (kv["backend"],)].append(kv)
-def cell(v, f):
-    return f"{f(statistics.median(v))} ({f(min(v))}–{f(max(v))})" if v else "-"
-print(f"{n} hosts, {rate} links, {per_host} rank(s) a host")
-print("| layout | schedule | backend | step (ms) | tokens/s | val loss | plait/gloo |")
-print("|---|---|---|---:|---:|---:|---:|")
-for key in order:
-    med = {}
-    for backend in ("plait", "gloo"):
-        rs = runs[key + (backend,)]
-        steps = [float(r["step_s"]) * 1e3 for r in rs]
-        toks = [float(r["tokens_per_s"]) for r in rs]
-        med[backend] = statistics.median(steps) if steps else None
-        ratio = (f"{med['plait'] / med['gloo']:.2f}x"
-                 if backend == "gloo" and med["plait"] and med["gloo"] else "")
-        losses = ", ".join(sorted({r["val_loss"] for r in rs}))
-        print(f"| {key[0]} | {key[1]} | {backend} | {cell(steps, lambda v: f'{v:.1f}')} | "
-              f"{cell(toks, lambda v: f'{v:.0f}')} | {losses} | {ratio} |")
-PY
+"$PYTHON" bench/parallel_lm_compare.py --summarize "$OUT/results" \
+  --title "$HOSTS hosts, $RATE links, $PER_HOST rank(s) a host"
