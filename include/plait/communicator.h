@@ -41,6 +41,8 @@ inline constexpr int kUndefinedColor = -1;
 struct CallOptions {
   std::string algorithm;                  // "" or "auto": cost model; else "ring", "naive", ...
   std::chrono::milliseconds timeout{0};   // 0: the communicator's timeout
+  // Record when the call started and finished (Work::times()): two clock reads.
+  bool timed = false;
 };
 
 struct CommunicatorOptions {

@@ -15,6 +15,17 @@ namespace plait {
 // recv from any rank (Work::source() then says which).
 inline constexpr int kAnySource = -1;
 
+// When an operation ran, for tracers (plait.torch.timeline): asked for per call with
+// CallOptions::timed. `started`: a collective, when the engine began it (it runs a
+// communicator's collectives one at a time, so the time since the call was queued behind the
+// ones before it); a send or recv, when it was posted to the transport. `finished`: when it
+// completed. Both are steady_clock times (CLOCK_MONOTONIC); the default (epoch) where not
+// recorded.
+struct WorkTimes {
+  std::chrono::steady_clock::time_point started{};
+  std::chrono::steady_clock::time_point finished{};
+};
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -40,6 +51,9 @@ class Work {
   // thread that runs it may be driving the engine. Several callbacks run in the order given;
   // one may still be running when wait() returns.
   virtual void on_complete(std::function<void()> callback) = 0;
+  // After completion, for a call made with CallOptions::timed: when it started and finished
+  // (see WorkTimes); otherwise the defaults.
+  virtual WorkTimes times() const { return {}; }
 };
 using WorkPtr = std::shared_ptr<Work>;
 

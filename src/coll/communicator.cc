@@ -279,7 +279,7 @@ WorkPtr CommunicatorImpl::enqueue(Call&& c, const CallOptions& opts) {
       WorkLabel{.op = to_string(call->args.op), .seq = static_cast<int64_t>(call->seq), .bytes = total},
       wait_limit(call->timeout),
       rank(),
-      &algorithm_name(selection.info->algorithm));
+      &algorithm_name(selection.info->algorithm), opts.timed);
   // One look at the level for both lines: the call's arguments are not even formed below it.
   const bool info = log_enabled(LogLevel::kInfo);
   if (info && logged_.size() < 4096 &&
@@ -315,7 +315,7 @@ WorkPtr CommunicatorImpl::send(const void* buf, size_t count, DataType dtype, in
   call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(),
       WorkLabel{.op = "send", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
-      rank());
+      rank(), nullptr, opts.timed);
   call->work->set_driver(engine_);
   WorkPtr work = call->work;
   engine_->submit(std::move(call));
@@ -338,7 +338,7 @@ WorkPtr CommunicatorImpl::recv(void* buf, size_t count, DataType dtype, int peer
   call->work = std::allocate_shared<WorkImpl>(CachingAllocator<WorkImpl>(),
       WorkLabel{.op = "recv", .bytes = call->bytes, .peer = peer, .tag = tag},
       wait_limit(call->timeout),
-      rank());
+      rank(), nullptr, opts.timed);
   call->work->set_driver(engine_);
   WorkPtr work = call->work;
   engine_->submit(std::move(call));

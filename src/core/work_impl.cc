@@ -82,6 +82,11 @@ void WorkImpl::on_complete(std::function<void()> callback) {
 
 void WorkImpl::finish(std::shared_ptr<const Error> error, int source, size_t bytes) {
   if (done()) return;
+  if (timed_) {
+    times_.finished = Clock::now();
+    // Failed before it began (refused, aborted while queued): it never ran.
+    if (times_.started == Clock::time_point{}) times_.started = times_.finished;
+  }
   error_ = std::move(error);
   source_ = source;
   bytes_ = bytes;

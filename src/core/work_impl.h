@@ -53,12 +53,14 @@ class WorkImpl : public Work {
   // `algorithm` must outlive the Work (a static name).
   // `rank`: the calling rank, named in the Work's own errors (with the label's op, peer and
   // sequence number; the context is built when an error needs it, not per call).
+  // `timed`: record when it starts (mark_started) and finishes (times()).
   WorkImpl(WorkLabel label, std::chrono::milliseconds default_timeout, int rank,
-           const std::string* algorithm = nullptr)
+           const std::string* algorithm = nullptr, bool timed = false)
       : label_(label),
         algorithm_(algorithm ? algorithm : &kNoAlgorithm),
         default_timeout_(default_timeout),
-        rank_(rank) {}
+        rank_(rank),
+        timed_(timed) {}
 
   bool test() override;
   void wait(std::chrono::milliseconds timeout) override;
@@ -68,10 +70,16 @@ class WorkImpl : public Work {
   size_t bytes() const override;
   const std::string& algorithm() const override { return *algorithm_; }
   void on_complete(std::function<void()> callback) override;
+  WorkTimes times() const override { return done() ? times_ : WorkTimes{}; }
 
   // Engine side. The first call wins; later ones are ignored. Calls never overlap: they come
   // from the thread driving the engine, or before the Work is handed out.
   void finish(std::shared_ptr<const Error> error, int source = -1, size_t bytes = 0);
+  // The engine began running it (a collective) or posted it (a send or recv); a timed Work
+  // only.
+  void mark_started() {
+    if (timed_) times_.started = Clock::now();
+  }
   std::string description() const { return label_.describe(); }
   // Lock-free "finished yet?" for drivers' loops.
   bool done() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
@@ -83,6 +91,8 @@ class WorkImpl : public Work {
   const std::string* const algorithm_;
   const std::chrono::milliseconds default_timeout_;
   const int rank_;
+  const bool timed_;
+  WorkTimes times_;  // engine side until kDone, like the outcome
   std::weak_ptr<WorkDriver> driver_;
   // kDone: the outcome below is final (written before the flag, read after it). kWatched: a
   // callback waits in callbacks_ (set under mu_), so finish() takes mu_. kSleeping: a thread

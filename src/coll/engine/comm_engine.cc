@@ -271,6 +271,7 @@ void CommEngine::start_collective(std::unique_ptr<CollectiveCall> next) {
     return;
   }
   // Active from here: if what follows throws, loop() fails this call's Work and aborts.
+  call.work->mark_started();
   active_ = std::move(active);
   ActiveCollective* run = active_.get();
   run->sig = signature_of(call);
@@ -346,6 +347,7 @@ void CommEngine::post(std::unique_ptr<PointToPointCall> call) {
   const int peer = call->peer == transport::kAnySource ? transport::kAnySource
                                                         : fabric_rank_[call->peer];
   PointToPointCall* raw = call.get();
+  raw->work->mark_started();
   p2p_[id] = ActivePointToPoint{std::move(call), Deadline::after(raw->timeout)};
   try {
     if (raw->is_send)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -86,14 +87,23 @@ int p2p_child() {
     comm->send(&v, 1, DataType::kI32, 0, 20)->wait();
   }
 
-  // A large message (rendezvous, striped) lands intact.
+  // A large message (rendezvous, striped) lands intact. Timed (CallOptions::timed): each end
+  // says when it was posted and when it finished, within the calls.
   std::vector<uint8_t> big((8 << 20) + 5), in(big.size());
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7 + me);
-  auto wr = comm->recv(in.data(), in.size(), DataType::kU8, left, 30);
-  comm->send(big.data(), big.size(), DataType::kU8, right, 30)->wait();
+  const auto posted = std::chrono::steady_clock::now();
+  auto wr = comm->recv(in.data(), in.size(), DataType::kU8, left, 30, {.timed = true});
+  auto ws = comm->send(big.data(), big.size(), DataType::kU8, right, 30, {.timed = true});
+  ws->wait();
   wr->wait();
+  const auto waited = std::chrono::steady_clock::now();
   for (size_t i = 0; i < in.size(); ++i)
     CHECK_OR_FAIL(in[i] == static_cast<uint8_t>(i * 7 + left), "big message byte %zu", i);
+  for (const auto& w : {wr, ws}) {
+    const WorkTimes t = w->times();
+    CHECK_OR_FAIL(posted <= t.started && t.started <= t.finished && t.finished <= waited,
+                  "times of a timed %s out of order", w == wr ? "recv" : "send");
+  }
 
   // Collectives and point-to-point interleave on one communicator.
   int32_t sum = 1;
