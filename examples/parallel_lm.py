@@ -25,9 +25,14 @@ hand; its time is the slowest rank's; step_s is the median over the steps after 
 tokens_per_s is the global batch's tokens over step_s. Rank 0's last line:
 
     RESULT layout=fsdp schedule=- backend=plait ranks=4 microbatches=- steps=40 val_loss=2.4582
-        step_s=0.0720 tokens_per_s=14222
+        step_s=0.0720 tokens_per_s=14222 exposed_comm_s=0.0121 bubble=- params=...
+
+exposed_comm_s (median seconds a step waited on communication that compute did not hide) and
+bubble (the share of a pipeline's step a rank waited for its peers) come from
+plait.torch.timeline with --timeline PATH, on the plait backend; "-" otherwise.
 """
 import argparse
+import contextlib
 import datetime
 import os
 import statistics
@@ -86,6 +91,10 @@ def parse_args(argv):
                    help="save a checkpoint after this step (repeatable)")
     p.add_argument("--resume", action="store_true",
                    help="start from the newest checkpoint in --checkpoint-dir")
+    p.add_argument("--timeline", metavar="PATH",
+                   help="record the steps after --warmup with plait.torch.timeline: "
+                        "PATH.json (Perfetto trace), PATH.png (Gantt chart), the breakdown "
+                        "per step, and exposed_comm_s and bubble in the RESULT line")
     return p.parse_args(argv)
 
 
@@ -118,10 +127,37 @@ def pipeline_layout(model, args, world, val):
     return pipe.train_step, evaluate, dp_rank, dp_size, pipe.parameters()
 
 
+def record_timeline(args, model, world):
+    from plait.torch import timeline
+    pipeline = None
+    if args.layout in PIPELINE_LAYOUTS:
+        p = world if args.layout == "pp" else args.pp
+        pipeline = timeline.Pipeline(args.schedule, p, args.microbatches,
+                                     SCHEDULES[args.schedule][1])
+    return timeline.record(args.timeline, model=model, pipeline=pipeline,
+                           title=f"{args.layout} {args.schedule if pipeline else ''} "
+                                 f"{args.backend}, {world} ranks".replace("  ", " "))
+
+
+def exposed_comm(tl):
+    """Median seconds a step spent in communication not hidden behind compute (plait only:
+    gloo does not say when its calls run)."""
+    if tl is None or not tl.summary["has_calls"]:
+        return "-"
+    return f"{tl.summary['exposed_s']:.4f}"
+
+
+def bubble(tl):
+    """A pipeline's measured bubble: the share of a step a rank waited for its peers."""
+    if tl is None or not tl.summary.get("closed_form") or not tl.summary["has_calls"]:
+        return "-"
+    return f"{tl.summary['closed_form']['measured_share']:.3f}"
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
-    if args.backend == "plait":
+    if args.backend == "plait" or args.timeline:
         import_plait_torch()
     dist.init_process_group(args.backend, init_method="env://",
                             timeout=datetime.timedelta(seconds=args.timeout))
@@ -156,14 +192,18 @@ def main(argv=None):
     if rank == 0 and args.resume:
         print(f"resumed from step {first}", flush=True)
 
-    times, v = [], None
+    times, v, tl = [], None, None
+    stack = contextlib.ExitStack()
     for i in range(first, args.steps):
+        if args.timeline and tl is None and i >= args.warmup:
+            tl = stack.enter_context(record_timeline(args, model, world))
         x, y = corpus.train_batch(args.seed, i, args.batch, args.seq, dp_rank, dp_size)
-        start = time.perf_counter()
-        loss = step(x, y)
-        optimizer.step()
-        optimizer.zero_grad()
-        times.append(time.perf_counter() - start)
+        with tl.step() if tl else contextlib.nullcontext():
+            start = time.perf_counter()
+            loss = step(x, y)
+            optimizer.step()
+            optimizer.zero_grad()
+            times.append(time.perf_counter() - start)
         if i + 1 in args.save_at:
             checkpoint.save(args.checkpoint_dir, i + 1, model, optimizer)
         last = i + 1 == args.steps
@@ -173,6 +213,7 @@ def main(argv=None):
                 shown = f"{loss.item():.4f}" if loss is not None else "-"
                 print(f"step {i + 1} train_loss {shown} val_loss {v:.4f}", flush=True)
 
+    stack.close()  # the timeline's end: collective, so before anything else is
     if v is None:  # resumed at or past --steps
         v = evaluate()
     slowest = torch.tensor(times or [0.0], dtype=torch.float64)
@@ -185,7 +226,9 @@ def main(argv=None):
         print(f"RESULT layout={args.layout} schedule={schedule} backend={args.backend} "
               f"ranks={world} microbatches={args.microbatches if schedule != '-' else '-'} "
               f"steps={args.steps} val_loss={v:.4f} step_s={step_s:.4f} "
-              f"tokens_per_s={args.batch * args.seq / step_s:.0f} params={digest}", flush=True)
+              f"tokens_per_s={args.batch * args.seq / step_s:.0f} "
+              f"exposed_comm_s={exposed_comm(tl)} bubble={bubble(tl)} params={digest}",
+              flush=True)
     dist.destroy_process_group()
 
 

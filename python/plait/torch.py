@@ -15,7 +15,9 @@ connections. Timeouts (the group's, or a call's) end with an error that says "Ti
 
 ``plait.torch.hooks.make(method, **params)`` gives DDP communication hooks that compress with
 plait's compressors on any backend (see plait/torch_hooks.py); ``plait.torch.checkpoint``
-saves and restores training atomically, with checksums (see plait/torch_checkpoint.py).
+saves and restores training atomically, with checksums (see plait/torch_checkpoint.py);
+``plait.torch.timeline.record(...)`` shows where each training step's time goes, per rank
+(see plait/torch_timeline.py).
 """
 
 import atexit as _atexit
@@ -29,9 +31,11 @@ import torch.distributed as _dist
 
 from . import torch_checkpoint as checkpoint  # noqa: F401  (plait.torch.checkpoint.Checkpointer)
 from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
+from . import torch_timeline as timeline  # noqa: F401  (plait.torch.timeline.record)
 from ._plait_torch import ProcessGroupPlait, _finish_completion_jobs_at_exit
 
-__all__ = ["ProcessGroupPlait", "backend_of", "checkpoint", "create_process_group", "hooks", "init_process_group"]
+__all__ = ["ProcessGroupPlait", "backend_of", "checkpoint", "create_process_group", "hooks",
+           "init_process_group", "timeline"]
 
 
 def init_process_group(backend="plait", init_method=None, timeout=_datetime.timedelta(minutes=30),

@@ -73,3 +73,45 @@ def test_a_sharded_checkpoint_resumes_bit_identically(layout, ranks, tmp_path):
     assert "resumed from step 3" in resumed["output"], resumed["output"]
     assert resumed["params"] == straight["params"], (straight, resumed)
     assert resumed["val_loss"] == straight["val_loss"]
+
+
+@pytest.mark.parametrize("layout,schedule", [("fsdp", None), ("pp", "zero-bubble")])
+def test_the_timeline_writes_a_trace_a_gantt_chart_and_the_breakdown(layout, schedule,
+                                                                      tmp_path):
+    """--timeline on plait: rank 0 prints the breakdown per rank, writes a Perfetto trace
+    holding every rank's compute spans and calls, and a PNG; the RESULT line carries the
+    exposed communication (and a pipeline's bubble)."""
+    import json
+    path = str(tmp_path / "tl")
+    out = train(layout, schedule, 2, "plait", "--timeline", path, steps=5)
+    assert "exposed" in out["output"] and "bubble" in out["output"], out["output"]
+    assert float(out["exposed_comm_s"]) >= 0
+    if schedule:
+        assert 0 <= float(out["bubble"]) < 1
+        assert "closed form" in out["output"]
+    events = json.load(open(path + ".json"))["traceEvents"]
+    spans = {(e["pid"], e["name"]) for e in events if e.get("tid") == 0 and e["ph"] == "X"}
+    calls = [e for e in events if e.get("tid") in (1, 2) and e["ph"] == "X"]
+    for rank in (0, 1):
+        assert (rank, "forward") in spans, spans
+    if schedule:
+        assert {(0, "backward_input"), (0, "backward_weight")} <= spans, spans
+        assert {"send", "recv"} <= {c["name"] for c in calls}
+    else:
+        assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= {c["name"] for c in calls}
+    assert all(c["args"]["on_wire_us"] >= 0 and c["args"]["queued_us"] >= 0 for c in calls)
+    with open(path + ".png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_timeline_on_gloo_shows_compute_and_no_calls(tmp_path):
+    """gloo says nothing of when its calls run: the trace has the compute spans only, and the
+    RESULT line no exposed communication."""
+    import json
+    path = str(tmp_path / "tl")
+    out = train("ddp", None, 2, "gloo", "--timeline", path, steps=4)
+    assert out["exposed_comm_s"] == "-", out
+    events = json.load(open(path + ".json"))["traceEvents"]
+    kinds = {e["name"] for e in events if e.get("tid") == 0 and e["ph"] == "X"}
+    assert {"forward", "backward", "optimizer"} <= kinds, kinds
+    assert not [e for e in events if e.get("tid") in (1, 2) and e["ph"] == "X"]

@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "c10d_store.h"
+#include "call_recorder.h"
 #include "process_group.h"
 
 namespace py = pybind11;
@@ -30,7 +31,21 @@ PYBIND11_MODULE(_plait_torch, m) {
           [](PlaitProcessGroup& self, const std::vector<int>& ranks,
              std::chrono::milliseconds timeout) { return self.subgroup(ranks, timeout); },
           py::arg("ranks"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("timeout", &PlaitProcessGroup::timeout);
+      .def_property_readonly("timeout", &PlaitProcessGroup::timeout)
+      .def_property_readonly("_timeline_id", &PlaitProcessGroup::group_id);
+  // plait.torch.timeline's recording of every group's calls (see call_recorder.h).
+  m.def("_timeline_start", &plait::torch_backend::CallRecorder::start);
+  m.def(
+      "_timeline_stop",
+      [] {
+        py::list calls;
+        for (auto& c : plait::torch_backend::CallRecorder::stop())
+          calls.append(py::make_tuple(c.op, c.group, c.peer, c.tag, c.bytes, c.algorithm,
+                                      c.issued_ns, c.started_ns, c.finished_ns, c.waits));
+        return calls;
+      },
+      "The calls recorded since _timeline_start: (op, group, peer, tag, bytes, algorithm, "
+      "issued_ns, started_ns, finished_ns, [(wait_begin_ns, wait_end_ns)]), steady_clock.");
   // plait's view of a torch store, as the backend's setup uses it (for tests of it).
   m.def(
       "_store_wait",

@@ -182,7 +182,8 @@ const char* op_of(c10d::OpType type) {
 PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
                      const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
                      std::shared_ptr<CompletionThread> completer,
-                     std::weak_ptr<Communicator> comm, std::chrono::milliseconds finish_limit)
+                     std::weak_ptr<Communicator> comm, std::chrono::milliseconds finish_limit,
+                     int group)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
       op_(op_of(type)),
@@ -190,6 +191,12 @@ PlaitWork::PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
       completer_(std::move(completer)),
       comm_(std::move(comm)) {
   open_profiler_range(profiling_title, inputs);
+  if (CallRecorder::recording()) {
+    int64_t in = 0, out = 0;
+    for (const auto& t : inputs) in += static_cast<int64_t>(t.nbytes());
+    for (const auto& t : outputs_) out += static_cast<int64_t>(t.nbytes());
+    record_ = CallRecorder::open(op_, group, std::max(in, out));
+  }
 }
 
 PlaitWork::~PlaitWork() {
@@ -378,7 +385,13 @@ bool PlaitWork::wait(std::chrono::milliseconds timeout) {
   ++waiters_;
   struct Leave {
     PlaitWork* w;
+    int64_t began_ns = w->record_ ? CallRecorder::now_ns() : 0;
     ~Leave() {
+      if (w->record_) {
+        const int64_t end = CallRecorder::now_ns();
+        std::lock_guard lock(w->record_->mu);
+        w->record_->waits.emplace_back(began_ns, end);
+      }
       // The last part may have completed while this thread was inside: if it gave up before
       // finishing the call (its own time limit), hand the call to the completion thread.
       // Never blocks: posting a call that is being finished meanwhile is harmless.

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "call_recorder.h"
 #include "plait/communicator.h"
 
 namespace plait::torch_backend {
@@ -96,14 +97,22 @@ class PlaitWork : public c10d::Work {
   // `finish_limit` bounds a wait without a timeout of its own once the parts are done (the
   // group's timeout): the wait for whichever thread is finishing the call. While a profiler
   // listens, the call is profiled as `profiling_title` (an async range, as gloo's, with the
-  // shapes of `inputs`), from now until it is finished.
+  // shapes of `inputs`), from now until it is finished. While plait.torch.timeline records,
+  // the call is recorded as one of process group `group` (CallRecorder).
   PlaitWork(int rank, c10d::OpType type, const char* profiling_title,
             const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
             std::shared_ptr<CompletionThread> completer, std::weak_ptr<Communicator> comm,
-            std::chrono::milliseconds finish_limit);
+            std::chrono::milliseconds finish_limit, int group);
   ~PlaitWork() override;
 
-  void add_part(WorkPtr part) { parts_.push_back(std::move(part)); }
+  void add_part(WorkPtr part) {
+    if (record_) record_->parts.push_back(part);
+    parts_.push_back(std::move(part));
+  }
+  // send/recv: the other end (a group rank) and the tag, for the record.
+  void set_peer(int peer, int tag) {
+    if (record_) record_->peer = peer, record_->tag = tag;
+  }
   // Keeps a buffer that the parts read or write alive until the call is finished.
   void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
   // Runs on this rank once every part has succeeded, in order.
@@ -170,6 +179,7 @@ class PlaitWork : public c10d::Work {
   // Not owned: the last reference to a communicator must not go in its own engine thread,
   // where plait's completion callbacks run.
   std::weak_ptr<Communicator> comm_;
+  std::shared_ptr<CallRecord> record_;  // while plait.torch.timeline records
 };
 
 }  // namespace plait::torch_backend

@@ -66,11 +66,13 @@ c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, co
   const auto group_limit = timeout_.load();
   const auto limit = group_limit.count() > 0 ? group_limit : comm_->timeout();  // checked above
   return c10::make_intrusive<PlaitWork>(rank_, type, title, inputs, std::move(outputs),
-                                        completer_, comm_, limit);
+                                        completer_, comm_, limit, group_id_);
 }
 
 CallOptions PlaitProcessGroup::options(std::chrono::milliseconds op_timeout) const {
-  return {.algorithm = "", .timeout = op_timeout.count() > 0 ? op_timeout : timeout_.load()};
+  return {.algorithm = "",
+          .timeout = op_timeout.count() > 0 ? op_timeout : timeout_.load(),
+          .timed = CallRecorder::recording()};
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> PlaitProcessGroup::getBackendOptions() {
@@ -208,6 +210,7 @@ c10::intrusive_ptr<c10d::Work> PlaitProcessGroup::point_to_point(
   // profiler shows a point-to-point call's shape on both ends.
   auto work = make_work(type, title, tensors, is_send ? std::vector<at::Tensor>{} : tensors);
   const CallOptions call = options(timeout_.load());
+  work->set_peer(peer, tag);
   if (is_send) {
     at::Tensor buffer = t.contiguous();
     work->keep(buffer);

@@ -34,6 +34,8 @@ class PlaitProcessGroup : public c10d::Backend {
                                                  std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "plait"; }
+  // Names this group in the calls plait.torch.timeline records (unique in the process).
+  int group_id() const { return group_id_; }
   std::chrono::milliseconds timeout() const { return timeout_.load(); }
   // Calls started afterwards default to `timeout` (a call's own option still wins).
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_.store(timeout); }
@@ -129,6 +131,7 @@ class PlaitProcessGroup : public c10d::Backend {
   std::shared_ptr<CompletionThread> completer_;
   std::atomic<uint64_t> seq_{0};
   std::atomic<bool> shut_down_{false};
+  const int group_id_ = CallRecorder::next_group_id();
 };
 
 }  // namespace plait::torch_backend
