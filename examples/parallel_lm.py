@@ -28,8 +28,9 @@ tokens_per_s is the global batch's tokens over step_s. Rank 0's last line:
         step_s=0.0720 tokens_per_s=14222 exposed_comm_s=0.0121 bubble=- params=...
 
 exposed_comm_s (median seconds a step waited on communication that compute did not hide) and
-bubble (the share of a pipeline's step a rank waited for its peers) come from
-plait.torch.timeline with --timeline PATH, on the plait backend; "-" otherwise.
+bubble (the share of a pipeline's step a rank waited for its peers; bubble_s the seconds, and
+bubble_closed_s the schedule's closed form from the measured forward and backward times) come
+from plait.torch.timeline with --timeline PATH, on the plait backend; "-" otherwise.
 """
 import argparse
 import contextlib
@@ -154,6 +155,14 @@ def bubble(tl):
     return f"{tl.summary['closed_form']['measured_share']:.3f}"
 
 
+def bubble_seconds(tl, which):
+    """A pipeline's bubble a rank a step, measured or the schedule's closed form from the
+    measured forward and backward times."""
+    if tl is None or not tl.summary.get("closed_form") or not tl.summary["has_calls"]:
+        return "-"
+    return f"{tl.summary['closed_form'][which]:.5f}"
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -227,7 +236,9 @@ def main(argv=None):
               f"ranks={world} microbatches={args.microbatches if schedule != '-' else '-'} "
               f"steps={args.steps} val_loss={v:.4f} step_s={step_s:.4f} "
               f"tokens_per_s={args.batch * args.seq / step_s:.0f} "
-              f"exposed_comm_s={exposed_comm(tl)} bubble={bubble(tl)} params={digest}",
+              f"exposed_comm_s={exposed_comm(tl)} bubble={bubble(tl)} "
+              f"bubble_s={bubble_seconds(tl, 'measured_s')} "
+              f"bubble_closed_s={bubble_seconds(tl, 'closed_s')} params={digest}",
               flush=True)
     dist.destroy_process_group()
 
