@@ -48,6 +48,7 @@ void CommEngine::start_on_segment_now(std::unique_ptr<CollectiveCall> call) {
   // reports it.
   if (abort_error_ || !segment_ || host_segment_) return start_collective(std::move(call));
   CollectiveCall& c = *call;
+  c.work->mark_started();
   const Signature sig = signature_of(c);
   activity_->started(sig);
   segment_run_.start(segment_.get(), c.args, c.input, c.output, next_round_, sig,
