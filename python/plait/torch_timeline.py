@@ -64,6 +64,18 @@ class _Spans:
             if depth == 0:
                 self.spans.append((kind, begin, _now()))
 
+    def open(self, kind):
+        """A span opened by one hook and closed by another (a module's pre- and post-forward
+        hooks), in the same thread."""
+        cm = self.span(kind)
+        cm.__enter__()
+        self._local.__dict__.setdefault("open", {})[kind] = cm
+
+    def close(self, kind):
+        cm = getattr(self._local, "open", {}).pop(kind, None)
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
     def wrap(self, fn, kind_of):
         spans = self
 
@@ -185,35 +197,15 @@ class Timeline:
         else:
             self._patch(torch.autograd, "backward", lambda *a, **k: "backward")
             if self.model is not None:
-                entered = {}
-
-                def pre(module, args):
-                    cm = spans.span("forward")
-                    cm.__enter__()
-                    entered[threading.get_ident()] = cm
-
-                def post(module, args, output):
-                    cm = entered.pop(threading.get_ident(), None)
-                    if cm is not None:
-                        cm.__exit__(None, None, None)
-                h1 = self.model.register_forward_pre_hook(pre, prepend=True)
-                h2 = self.model.register_forward_hook(post, always_call=True)
+                h1 = self.model.register_forward_pre_hook(
+                    lambda *a: spans.open("forward"), prepend=True)
+                h2 = self.model.register_forward_hook(lambda *a: spans.close("forward"),
+                                                      always_call=True)
                 self._undo += [h1.remove, h2.remove]
-        opened = {}
-
-        def opt_pre(optimizer, args, kwargs):
-            cm = spans.span("optimizer")
-            cm.__enter__()
-            opened[threading.get_ident()] = cm
-
-        def opt_post(optimizer, args, kwargs):
-            cm = opened.pop(threading.get_ident(), None)
-            if cm is not None:
-                cm.__exit__(None, None, None)
         from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                            register_optimizer_step_pre_hook)
-        h3 = register_optimizer_step_pre_hook(opt_pre)
-        h4 = register_optimizer_step_post_hook(opt_post)
+        h3 = register_optimizer_step_pre_hook(lambda *a: spans.open("optimizer"))
+        h4 = register_optimizer_step_post_hook(lambda *a: spans.close("optimizer"))
         self._undo += [h3.remove, h4.remove]
 
     # ---- the end: gather, analyse, write -----------------------------------------------
