@@ -87,7 +87,7 @@ def parse_args(argv):
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--timeout", type=float, default=120, help="seconds, every collective")
     p.add_argument("--checkpoint-dir", help="where --save-at writes and --resume reads "
-                   "sharded checkpoints (torch.distributed.checkpoint; not pp, pp-dp)")
+                   "sharded checkpoints (torch.distributed.checkpoint)")
     p.add_argument("--save-at", type=int, action="append", default=[],
                    help="save a checkpoint after this step (repeatable)")
     p.add_argument("--resume", action="store_true",
@@ -106,7 +106,8 @@ def validation_loss(model, batches):
 
 def pipeline_layout(model, args, world, val):
     """pp: one pipeline over all ranks; pp-dp: pipelines of --pp consecutive ranks, FSDP2 over
-    the ranks that hold the same stages. Returns (step, evaluate, dp rank, dp size, params)."""
+    the ranks that hold the same stages. Returns (step, evaluate, dp rank, dp size, the module
+    of this rank's stages, a function of the whole model's digest)."""
     eval_model = GPT(dim=args.dim, heads=args.heads, layers=args.layers, seq=args.seq)
     if args.layout == "pp":
         group, wrap, dp_rank, dp_size = dist.group.WORLD, None, 0, 1
@@ -125,7 +126,11 @@ def pipeline_layout(model, args, world, val):
     def evaluate():
         pipe.share_parameters(eval_model)
         return validation_loss(eval_model, val)
-    return pipe.train_step, evaluate, dp_rank, dp_size, pipe.parameters()
+
+    def digest():
+        pipe.share_parameters(eval_model)
+        return checkpoint.parameters_digest(eval_model)
+    return pipe.train_step, evaluate, dp_rank, dp_size, pipe.owned, digest
 
 
 def record_timeline(args, model, world):
@@ -176,11 +181,14 @@ def main(argv=None):
     corpus = Corpus(kjv_bytes())
     val = corpus.val_batches(args.eval_batches, args.batch, args.seq)
     if args.layout in PIPELINE_LAYOUTS:
-        step, evaluate, dp_rank, dp_size, params = pipeline_layout(model, args, world, val)
+        step, evaluate, dp_rank, dp_size, model, digest = pipeline_layout(model, args, world,
+                                                                           val)
     else:
         placement = apply_layout(model, args.layout, args.tp)
         model, dp_rank, dp_size = placement.model, placement.dp_rank, placement.dp_size
-        params = list(model.parameters())
+
+        def digest():
+            return checkpoint.parameters_digest(model)
 
         def step(x, y):
             loss = loss_of(model(x), y)
@@ -192,11 +200,10 @@ def main(argv=None):
     if args.batch % dp_size:
         raise SystemExit(f"--batch {args.batch} does not split over {dp_size} "
                          f"data-parallel ranks")
-    optimizer = torch.optim.AdamW(params, lr=args.lr)
-    whole = args.layout not in PIPELINE_LAYOUTS
-    if (args.save_at or args.resume) and not (args.checkpoint_dir and whole):
-        raise SystemExit("--save-at and --resume need --checkpoint-dir and a layout that is "
-                         "not a pipeline")
+    # model: what this rank holds and trains (a pipeline's: its stages).
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    if (args.save_at or args.resume) and not args.checkpoint_dir:
+        raise SystemExit("--save-at and --resume need --checkpoint-dir")
     first = checkpoint.load(args.checkpoint_dir, model, optimizer) if args.resume else 0
     if rank == 0 and args.resume:
         print(f"resumed from step {first}", flush=True)
@@ -229,7 +236,7 @@ def main(argv=None):
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     timed = slowest[args.warmup:].tolist() or slowest.tolist()
     step_s = statistics.median(timed)
-    digest = checkpoint.parameters_digest(model) if whole else "-"
+    digest_of_params = digest()
     if rank == 0:
         schedule = args.schedule if args.layout in PIPELINE_LAYOUTS else "-"
         print(f"RESULT layout={args.layout} schedule={schedule} backend={args.backend} "
@@ -238,7 +245,7 @@ def main(argv=None):
               f"tokens_per_s={args.batch * args.seq / step_s:.0f} "
               f"exposed_comm_s={exposed_comm(tl)} bubble={bubble(tl)} "
               f"bubble_s={bubble_seconds(tl, 'measured_s')} "
-              f"bubble_closed_s={bubble_seconds(tl, 'closed_s')} params={digest}",
+              f"bubble_closed_s={bubble_seconds(tl, 'closed_s')} params={digest_of_params}",
               flush=True)
     dist.destroy_process_group()
 

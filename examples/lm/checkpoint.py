@@ -6,7 +6,8 @@ uninterrupted one computes, bit for bit (on the same backend, whose sums keep th
 
 A checkpoint is the directory <dir>/step-<k>, written to step-<k>.tmp and renamed by rank 0
 once every rank's shards are in (DCP's metadata is the last file it writes), so an
-interrupted save leaves no step-<k> behind. Pipelines are not covered yet.
+interrupted save leaves no step-<k> behind. A pipeline rank saves its own stages (the
+Pipeline's `owned` module: names that no other stage has) and its optimizer's state for them.
 """
 import hashlib
 import os
@@ -19,8 +20,15 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      get_state_dict, set_state_dict)
 
 
+# The optimizer's state flattened to one entry per parameter name, its param_groups' settings
+# too: a pipeline rank's param_groups name other parameters than another rank's, and DCP would
+# save one list for all as if it were replicated (the ranks that then load a list naming none
+# of their parameters lose lr, betas and the rest).
+OPTIONS = StateDictOptions(flatten_optimizer_state_dict=True)
+
+
 def save(directory, step, model, optimizer):
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
     final = os.path.join(directory, f"step-{step}")
     tmp = final + ".tmp"
     dcp.save({"model": model_sd, "optim": optim_sd, "step": torch.tensor(step)},
@@ -44,11 +52,11 @@ def load(directory, model, optimizer):
     step = latest(directory)
     if step is None:
         return 0
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=OPTIONS)
     state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor(0)}
     dcp.load(state, checkpoint_id=os.path.join(directory, f"step-{step}"))
     set_state_dict(model, optimizer, model_state_dict=state["model"],
-                   optim_state_dict=state["optim"])
+                   optim_state_dict=state["optim"], options=OPTIONS)
     return int(state["step"])
 
 

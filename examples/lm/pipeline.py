@@ -79,9 +79,9 @@ class Pipeline:
                                                  group=group))
         self.schedule = kind(pipeline_stages[0] if per_rank == 1 else pipeline_stages,
                              microbatches, loss_fn=loss_of)
-
-    def parameters(self):
-        return [q for m in self.modules for q in m.parameters()]
+        # This rank's stages under names no other stage has ("stage3.blocks.0.attn..."):
+        # what the optimizer trains and a checkpoint saves, every rank its own.
+        self.owned = nn.ModuleDict({f"stage{s}": m for s, m in zip(self.indices, self.modules)})
 
     def train_step(self, x, y):
         """The step's mean training loss on the rank that holds the last stage, else None."""

@@ -61,15 +61,18 @@ def test_every_layout_follows_the_same_loss_curve(results):
     assert max(losses) - min(losses) < 1e-3 * max(losses), results
 
 
-@pytest.mark.parametrize("layout,ranks", [("ddp", 2), ("fsdp", 2), ("tp-dp", 4)])
-def test_a_sharded_checkpoint_resumes_bit_identically(layout, ranks, tmp_path):
+@pytest.mark.parametrize("layout,schedule,ranks", [("ddp", None, 2), ("fsdp", None, 2),
+                                                   ("tp-dp", None, 4), ("pp", "1f1b", 2),
+                                                   ("pp-dp", "interleaved-1f1b", 4)])
+def test_a_sharded_checkpoint_resumes_bit_identically(layout, schedule, ranks, tmp_path):
     """Six steps with a checkpoint after the third, then a new job that resumes from it and
     runs the last three: the parameters end bit-identical (DCP saved every rank's shards of the
-    model and of AdamW's state)."""
+    model and of AdamW's state; a pipeline rank its own stages)."""
     d = str(tmp_path / "ckpt")
-    straight = train(layout, None, ranks, "plait", "--checkpoint-dir", d, "--save-at", "3",
+    straight = train(layout, schedule, ranks, "plait", "--checkpoint-dir", d, "--save-at", "3",
                      steps=6)
-    resumed = train(layout, None, ranks, "plait", "--checkpoint-dir", d, "--resume", steps=6)
+    resumed = train(layout, schedule, ranks, "plait", "--checkpoint-dir", d, "--resume",
+                    steps=6)
     assert "resumed from step 3" in resumed["output"], resumed["output"]
     assert resumed["params"] == straight["params"], (straight, resumed)
     assert resumed["val_loss"] == straight["val_loss"]
