@@ -7,7 +7,9 @@ users split models that do not fit one worker, over plait or gloo.
         --backend gloo
 
 Layouts: ddp, fsdp, fsdp-noreshard, tp, tp-dp (examples/lm/layouts.py), and pipelines, pp over
-all ranks and pp-dp (pipelines of --pp ranks, FSDP2 across them), under --schedule gpipe, 1f1b,
+all ranks, pp-dp (pipelines of --pp ranks, FSDP2 across them) and pp-tp-dp (each stage tensor
+parallel over --tp ranks, pipelines of --pp such groups, FSDP2 across pipelines where the ranks
+allow), under --schedule gpipe, 1f1b,
 interleaved-1f1b or zero-bubble with --microbatches per step (examples/lm/pipeline.py). The model
 (examples/lm/model.py: 4 pre-LN blocks of width 96, 4 heads, 64-byte context, 0.5 M
 parameters) starts from --seed on every rank, and every layout and backend trains on the same
@@ -46,13 +48,13 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lm import checkpoint  # noqa: E402
 from lm.corpus import Corpus, kjv_bytes  # noqa: E402
-from lm.layouts import LAYOUTS, apply_layout  # noqa: E402
+from lm.layouts import LAYOUTS, apply_layout, tensor_parallel_stage  # noqa: E402
 from lm.model import GPT, loss_of  # noqa: E402
 from lm.pipeline import SCHEDULES, Pipeline  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 
-PIPELINE_LAYOUTS = ("pp", "pp-dp")
+PIPELINE_LAYOUTS = ("pp", "pp-dp", "pp-tp-dp")
 
 
 def import_plait_torch():
@@ -69,9 +71,9 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layout", choices=LAYOUTS + PIPELINE_LAYOUTS, default="ddp")
     p.add_argument("--schedule", choices=tuple(SCHEDULES), default="1f1b",
-                   help="pp, pp-dp: the pipeline schedule")
-    p.add_argument("--microbatches", type=int, default=4, help="pp, pp-dp: per step")
-    p.add_argument("--pp", type=int, default=2, help="pp-dp: ranks per pipeline")
+                   help="pipelines: the schedule")
+    p.add_argument("--microbatches", type=int, default=4, help="pipelines: per step")
+    p.add_argument("--pp", type=int, default=2, help="pp-dp, pp-tp-dp: ranks per pipeline")
     p.add_argument("--backend", choices=("plait", "gloo"), default="plait")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the timing")
@@ -80,7 +82,8 @@ def parse_args(argv):
     p.add_argument("--dim", type=int, default=96)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--tp", type=int, default=2, help="tp-dp: ranks per tensor-parallel group")
+    p.add_argument("--tp", type=int, default=2,
+                   help="tp-dp, pp-tp-dp: ranks per tensor-parallel group")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=0, help="0: after the last step only")
@@ -106,11 +109,26 @@ def validation_loss(model, batches):
 
 def pipeline_layout(model, args, world, val):
     """pp: one pipeline over all ranks; pp-dp: pipelines of --pp consecutive ranks, FSDP2 over
-    the ranks that hold the same stages. Returns (step, evaluate, dp rank, dp size, the module
+    the ranks that hold the same stages; pp-tp-dp: a (dp, pp, tp) mesh, each stage tensor
+    parallel over its --tp consecutive ranks. Returns (step, evaluate, dp rank, dp size, the module
     of this rank's stages, a function of the whole model's digest)."""
     eval_model = GPT(dim=args.dim, heads=args.heads, layers=args.layers, seq=args.seq)
     if args.layout == "pp":
         group, wrap, dp_rank, dp_size = dist.group.WORLD, None, 0, 1
+    elif args.layout == "pp-tp-dp":
+        if world % (args.pp * args.tp):
+            raise SystemExit(f"pp-tp-dp needs a world size that is a multiple of --pp {args.pp}"
+                             f" x --tp {args.tp}, not {world}")
+        dp_size = world // (args.pp * args.tp)
+        mesh = init_device_mesh("cpu", (dp_size, args.pp, args.tp),
+                                mesh_dim_names=("dp", "pp", "tp"))
+        group, dp_rank = mesh["pp"].get_group(), mesh["dp"].get_local_rank()
+
+        def wrap(module):
+            module = tensor_parallel_stage(module, mesh["tp"])
+            if dp_size > 1:
+                module = fully_shard(module, mesh=mesh["dp"], reshard_after_forward=False)
+            return module
     else:
         if world % args.pp or world == args.pp:
             raise SystemExit(f"pp-dp needs a world size that is a multiple of --pp {args.pp} "
@@ -121,7 +139,10 @@ def pipeline_layout(model, args, world, val):
 
         def wrap(module):
             return fully_shard(module, mesh=mesh["dp"], reshard_after_forward=False)
-    pipe = Pipeline(model, args.schedule, args.microbatches, group, wrap)
+    shape = None
+    if args.layout == "pp-tp-dp":
+        shape = (args.batch // dp_size // args.microbatches, args.seq)
+    pipe = Pipeline(model, args.schedule, args.microbatches, group, wrap, shape)
 
     def evaluate():
         pipe.share_parameters(eval_model)

@@ -53,9 +53,10 @@ def shard_fully(model, mesh, reshard):
     return model
 
 
-def tensor_parallel(model, mesh):
-    """Megatron-style column/row-parallel blocks with sequence parallelism between them."""
-    for block in model.blocks:
+def tensor_parallel_blocks(blocks, mesh):
+    """Megatron-style column/row-parallel blocks with sequence parallelism between them: each
+    block takes and gives the residual stream sharded over the sequence."""
+    for block in blocks:
         parallelize_module(block, mesh, {
             "ln1": SequenceParallel(),
             "attn": PrepareModuleInput(input_layouts=(Shard(1),),
@@ -70,6 +71,12 @@ def tensor_parallel(model, mesh):
             "mlp.fc1": ColwiseParallel(),
             "mlp.fc2": RowwiseParallel(output_layouts=Shard(1)),
         })
+
+
+def tensor_parallel(model, mesh):
+    """The whole model: blocks as above, the embedding whole on every rank, the head's input
+    gathered."""
+    tensor_parallel_blocks(model.blocks, mesh)
     parallelize_module(model, mesh, {
         # The embedding stays whole on every rank; its output enters the blocks sharded over
         # the sequence (a local slice, no communication).
@@ -79,6 +86,32 @@ def tensor_parallel(model, mesh):
         "head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
     })
     return model
+
+
+def tensor_parallel_stage(stage, mesh):
+    """A pipeline stage (examples/lm/pipeline.py's StageModule) tensor-parallel over `mesh`.
+    Between stages the activations travel whole, as plain tensors: a stage takes its input as
+    replicated and keeps its slice of the sequence, and gathers its output."""
+    tensor_parallel_blocks(stage.blocks, mesh)
+    plan = {}
+    if stage.embed is not None:
+        plan["embed"] = PrepareModuleOutput(output_layouts=(Replicate(),),
+                                            desired_output_layouts=(Shard(1),))
+    else:
+        # The residual stream between blocks is the local slice, as the embedding's output is.
+        stage = parallelize_module(stage, mesh, PrepareModuleInput(
+            input_layouts=(Replicate(),), desired_input_layouts=(Shard(1),),
+            use_local_output=True))
+    if stage.head is not None:
+        plan["ln_f"] = SequenceParallel()
+        plan["head"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
+    else:
+        stage = parallelize_module(stage, mesh, PrepareModuleOutput(
+            output_layouts=(Shard(1),), desired_output_layouts=(Replicate(),),
+            use_local_output=True))
+    if plan:
+        parallelize_module(stage, mesh, plan)
+    return stage
 
 
 def apply_layout(model, layout, tp_size=2):

@@ -56,7 +56,10 @@ class StageModule(nn.Module):
 class Pipeline:
     """One rank's stages and schedule; train_step() runs one step of the whole pipeline."""
 
-    def __init__(self, model, schedule, microbatches, group, wrap=None):
+    def __init__(self, model, schedule, microbatches, group, wrap=None, microbatch_shape=None):
+        """`microbatch_shape` (sequences, bytes): the stages' inputs and outputs are declared
+        rather than inferred by a trial forward, which tensor-parallel stages cannot run (their
+        collectives would see meta tensors)."""
         kind, per_rank = SCHEDULES[schedule]
         self.model, self.group = model, group
         p, r = dist.get_world_size(group), dist.get_rank(group)
@@ -75,13 +78,27 @@ class Pipeline:
             if wrap:
                 module = wrap(module)
             self.modules.append(module)
+            shapes = {}
+            if microbatch_shape:
+                shapes = self.declared_shapes(model, microbatch_shape, s == 0, s == stages - 1)
             pipeline_stages.append(PipelineStage(module, s, stages, torch.device("cpu"),
-                                                 group=group))
+                                                 group=group, **shapes))
         self.schedule = kind(pipeline_stages[0] if per_rank == 1 else pipeline_stages,
                              microbatches, loss_fn=loss_of)
         # This rank's stages under names no other stage has ("stage3.blocks.0.attn..."):
         # what the optimizer trains and a checkpoint saves, every rank its own.
         self.owned = nn.ModuleDict({f"stage{s}": m for s, m in zip(self.indices, self.modules)})
+
+    @staticmethod
+    def declared_shapes(model, microbatch_shape, first, last):
+        b, t = microbatch_shape
+        dim, vocab = model.head.in_features, model.head.out_features
+        meta = torch.device("meta")
+        # A stage's activations carry gradients back: declared as requiring them.
+        return {"input_args": torch.empty(b, t, dtype=torch.long, device=meta) if first
+                else torch.empty(b, t, dim, device=meta, requires_grad=True),
+                "output_args": torch.empty(b, t, vocab if last else dim, device=meta,
+                                           requires_grad=True)}
 
     def train_step(self, x, y):
         """The step's mean training loss on the rank that holds the last stage, else None."""

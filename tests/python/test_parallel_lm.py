@@ -1,5 +1,5 @@
 """examples/parallel_lm.py: every layout (DDP, FSDP2 with and without resharding, tensor
-parallel, TP x DP, pipelines under each of torch's schedules, PP x DP) trains the language model for a few steps on the "plait" backend and on
+parallel, TP x DP, pipelines under each of torch's schedules, PP x DP, PP x TP) trains the language model for a few steps on the "plait" backend and on
 gloo, and all of them reach the same validation loss: the layouts compute the same steps on
 the same batches, and the backends differ only in the order of their collectives' sums."""
 import math
@@ -16,10 +16,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "parallel_lm.py")
 PLAIT = os.environ.get("PLAIT_BIN", "plait")
 RESULT = re.compile(r"RESULT (.*)")
-# (layout, pipeline schedule, ranks): tp-dp and pp-dp need a 2 x 2 mesh.
+# (layout, pipeline schedule, ranks): tp-dp, pp-dp and pp-tp-dp need a 2 x 2 mesh (pp-tp-dp's
+# third dimension, dp, is then 1; 8 ranks would make it 2, too slow for 2 cores).
 LAYOUTS = [("ddp", None, 2), ("fsdp", None, 2), ("fsdp-noreshard", None, 2), ("tp", None, 2),
            ("tp-dp", None, 4), ("pp", "gpipe", 2), ("pp", "1f1b", 2),
-           ("pp", "interleaved-1f1b", 2), ("pp", "zero-bubble", 2), ("pp-dp", "1f1b", 4)]
+           ("pp", "interleaved-1f1b", 2), ("pp", "zero-bubble", 2), ("pp-dp", "1f1b", 4),
+           ("pp-tp-dp", "1f1b", 4)]
 
 
 def train(layout, schedule, ranks, backend, *extra, steps=4):
