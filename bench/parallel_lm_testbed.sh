@@ -6,6 +6,8 @@
 #   bench/parallel_lm_testbed.sh                  # 4 hosts, 1 Gbit/s, 3 reps, every layout
 #   HOSTS=4 RATE=1gbit REPS=3 STEPS=20 LAYOUTS="fsdp pp:1f1b" bench/parallel_lm_testbed.sh
 #   HOSTS=2 PER_HOST=2 LAYOUTS=tp-dp bench/parallel_lm_testbed.sh   # TP within each host
+#   TIMELINE=/tmp/tl bench/parallel_lm_testbed.sh  # plait.torch.timeline: traces, charts,
+#                                                  # exposed comm and bubble in the table
 #
 # PER_HOST ranks share each host (consecutive ranks: a tensor-parallel group of --tp 2 stays
 # on one host and talks over shared memory on plait, loopback tcp on gloo; the data-parallel
@@ -27,10 +29,12 @@ STEPS=${STEPS:-20}
 LAYOUTS=${LAYOUTS:-"ddp fsdp fsdp-noreshard pp:gpipe pp:1f1b pp:interleaved-1f1b pp:zero-bubble pp-dp:1f1b"}
 EXTRA=${EXTRA:-"--layers 8 --microbatches 8"}
 LAB=${LAB:-../shared/peers/netns_lab.sh}
+TIMELINE=${TIMELINE:-}
 PYTHON=$PWD/.venv/bin/python  # not realpath: the venv is its symlink
 OUT=$(mktemp -d /tmp/plait-lm-testbed.XXXXXX)
 PORT=$((29500 + RANDOM % 200))
 
+[ -z "$TIMELINE" ] || mkdir -p "$TIMELINE"
 [ "$(id -u)" = 0 ] || { echo "parallel_lm_testbed: needs root (network namespaces)" >&2; exit 1; }
 "$LAB" down >/dev/null 2>&1 || true
 "$LAB" up "$HOSTS"
@@ -47,6 +51,7 @@ run() {
       MASTER_ADDR=192.168.77.1 MASTER_PORT=$PORT GLOO_SOCKET_IFNAME=eth0 \
       PYTHONPATH="$PWD/build/python" "$PYTHON" examples/parallel_lm.py --layout "$layout" \
       ${schedule:+--schedule "$schedule"} --backend "$backend" --steps "$STEPS" $EXTRA \
+      ${TIMELINE:+--timeline "$TIMELINE/$name"} \
       > "$OUT/$name.rank$r.log" 2>&1 &
     pids+=($!)
   done
