@@ -100,6 +100,9 @@ def _groups():
     out = {}
     world = dist.distributed_c10d._world
     for pg, ranks in world.pg_group_ranks.items():
+        # torch also keys groups this rank is not in, by an int (GroupMember.NON_GROUP_MEMBER).
+        if not isinstance(pg, dist.ProcessGroup):
+            continue
         backend = backend_of(pg)
         if backend is None:
             continue
