@@ -43,6 +43,7 @@ std::vector<FinishedCall> CallRecorder::stop() {
   std::vector<FinishedCall> out;
   out.reserve(calls.size());
   for (const auto& c : calls) {
+    std::lock_guard lock(c->mu);
     FinishedCall f{c->op, c->group, c->peer, c->tag, c->bytes, "", c->issued_ns, 0, 0, {}};
     // The call's span is its parts': from the first start to the last finish.
     bool all_done = !c->parts.empty();
@@ -58,10 +59,7 @@ std::vector<FinishedCall> CallRecorder::stop() {
       if (f.algorithm.empty()) f.algorithm = part->algorithm();
     }
     if (!all_done) f.finished_ns = 0;
-    {
-      std::lock_guard lock(c->mu);
-      f.waits = c->waits;
-    }
+    f.waits = c->waits;
     out.push_back(std::move(f));
   }
   return out;

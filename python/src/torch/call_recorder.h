@@ -24,8 +24,8 @@ struct CallRecord {
   int tag = 0;
   int64_t bytes = 0;       // the larger of what the call reads and what it writes
   int64_t issued_ns = 0;   // steady_clock, when torch handed the call to the group
+  std::mutex mu;  // guards what follows: stop() may read while a call is being made
   std::vector<WorkPtr> parts;  // their times() once done
-  std::mutex mu;               // the waits: any thread may wait
   std::vector<std::pair<int64_t, int64_t>> waits;  // [begin, end) ns of each blocking wait()
 };
 

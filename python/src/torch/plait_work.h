@@ -106,12 +106,18 @@ class PlaitWork : public c10d::Work {
   ~PlaitWork() override;
 
   void add_part(WorkPtr part) {
-    if (record_) record_->parts.push_back(part);
+    if (record_) {
+      std::lock_guard lock(record_->mu);  // the recording may be stopped meanwhile
+      record_->parts.push_back(part);
+    }
     parts_.push_back(std::move(part));
   }
   // send/recv: the other end (a group rank) and the tag, for the record.
   void set_peer(int peer, int tag) {
-    if (record_) record_->peer = peer, record_->tag = tag;
+    if (!record_) return;
+    std::lock_guard lock(record_->mu);
+    record_->peer = peer;
+    record_->tag = tag;
   }
   // Keeps a buffer that the parts read or write alive until the call is finished.
   void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
