@@ -7,7 +7,7 @@ The layers, what each may include and the picture are in docs/architecture.md. T
 every #include "..." of src/, include/plait/, tools/ and python/src/ and checks three rules:
 
   1. A file includes only its own layer or layers below it (public headers belong to the
-     layer that implements them). The services (compress, ps, shuffle) share a rank and do
+     layer that implements them). The services (compress, ps, shuffle, moe) share a rank and do
      not include each other.
   2. Only a provider's own files include it (src/transport/shm|tcp|ucx/), and
      src/transport/providers.cc, the one place that knows every provider.
@@ -33,6 +33,7 @@ LAYERS = [
      ["compress.h", "compress_auto.h", "compressed_allreduce.h"]),
     ("ps", 5, ["src/ps/"], ["ps.h"]),
     ("shuffle", 5, ["src/shuffle/"], ["shuffle.h"]),
+    ("moe", 5, ["src/moe/"], ["moe.h"]),
     ("sim", 6, ["src/sim/"], []),
     ("front ends", 7, ["tools/", "python/src/"], ["plait.h"]),
 ]

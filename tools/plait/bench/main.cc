@@ -18,6 +18,7 @@
 #include "plait/bench/compress.h"
 #include "plait/bench/ops.h"
 #include "plait/bench/options.h"
+#include "plait/bench/moe.h"
 #include "plait/bench/ps.h"
 #include "plait/bench/rdma.h"
 #include "plait/bench/report.h"
@@ -300,6 +301,10 @@ int bench_main(int argc, char** argv) {
     if (args[i] == "ps") {
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
       return ps_bench_main(args);
+    }
+    if (args[i] == "moe") {
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+      return moe_bench_main(args);
     }
     if (args[i] == "rdma") {
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
