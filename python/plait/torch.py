@@ -17,7 +17,8 @@ connections. Timeouts (the group's, or a call's) end with an error that says "Ti
 plait's compressors on any backend (see plait/torch_hooks.py); ``plait.torch.checkpoint``
 saves and restores training atomically, with checksums (see plait/torch_checkpoint.py);
 ``plait.torch.timeline.record(...)`` shows where each training step's time goes, per rank
-(see plait/torch_timeline.py).
+(see plait/torch_timeline.py); ``plait.torch.moe.Dispatcher`` is expert parallelism's
+dispatch and combine (see plait/torch_moe.py).
 """
 
 import atexit as _atexit
@@ -31,11 +32,12 @@ import torch.distributed as _dist
 
 from . import torch_checkpoint as checkpoint  # noqa: F401  (plait.torch.checkpoint.Checkpointer)
 from . import torch_hooks as hooks  # noqa: F401  (plait.torch.hooks.make)
+from . import torch_moe as moe  # noqa: F401  (plait.torch.moe.Dispatcher)
 from . import torch_timeline as timeline  # noqa: F401  (plait.torch.timeline.record)
 from ._plait_torch import ProcessGroupPlait, _finish_completion_jobs_at_exit
 
 __all__ = ["ProcessGroupPlait", "backend_of", "checkpoint", "create_process_group", "hooks",
-           "init_process_group", "timeline"]
+           "init_process_group", "moe", "timeline"]
 
 
 def init_process_group(backend="plait", init_method=None, timeout=_datetime.timedelta(minutes=30),

@@ -7,6 +7,7 @@
 
 #include "c10d_store.h"
 #include "call_recorder.h"
+#include "moe_py.h"
 #include "process_group.h"
 
 namespace py = pybind11;
@@ -60,6 +61,7 @@ PYBIND11_MODULE(_plait_torch, m) {
         return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
       },
       py::arg("store"), py::arg("key"), py::arg("timeout"));
+  plait::torch_backend::bind_moe(m);
   m.def("_finish_completion_jobs_at_exit",
         &plait::torch_backend::CompletionThread::finish_jobs_at_exit,
         "Waits for the completion threads' jobs, and runs no more (see plait.torch).",

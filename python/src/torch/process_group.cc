@@ -47,12 +47,24 @@ c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::create(
   // The route to torch's store host picks the address this rank advertises to its peers.
   if (const char* master = std::getenv("MASTER_ADDR")) bootstrap.store_host = master;
   auto comm = Communicator::create(bootstrap, {.timeout = timeout, .name = "plait"});
-  return c10::make_intrusive<PlaitProcessGroup>(std::move(comm), timeout);
+  auto group = c10::make_intrusive<PlaitProcessGroup>(std::move(comm), timeout);
+  group->bootstrap_ = std::move(bootstrap);
+  return group;
 }
 
 c10::intrusive_ptr<PlaitProcessGroup> PlaitProcessGroup::subgroup(
     const std::vector<int>& ranks, std::chrono::milliseconds timeout) {
-  return c10::make_intrusive<PlaitProcessGroup>(comm()->subgroup(ranks), timeout);
+  auto group = c10::make_intrusive<PlaitProcessGroup>(comm()->subgroup(ranks), timeout);
+  // The members' services meet under a prefix of their own: the same ranks give the same one.
+  std::string scope = "group";
+  for (int r : ranks) scope += "-" + std::to_string(r);
+  group->bootstrap_ = bootstrap_;
+  group->bootstrap_.rank = group->comm_->rank();
+  group->bootstrap_.size = group->comm_->size();
+  group->bootstrap_.local_rank = group->bootstrap_.rank;
+  group->bootstrap_.local_size = group->bootstrap_.size;
+  if (bootstrap_.store) group->bootstrap_.store = std::make_shared<PrefixStore>(scope, bootstrap_.store);
+  return group;
 }
 
 c10::intrusive_ptr<PlaitWork> PlaitProcessGroup::make_work(c10d::OpType type, const char* title,

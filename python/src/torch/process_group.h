@@ -34,6 +34,10 @@ class PlaitProcessGroup : public c10d::Backend {
                                                  std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "plait"; }
+  // The group's communicator, and a bootstrap of its ranks (rank for rank) over torch's store,
+  // scoped to the group: what plait services beside the group (plait.torch.moe) connect with.
+  std::shared_ptr<Communicator> communicator() const { return comm(); }
+  const Bootstrap& bootstrap() const { return bootstrap_; }
   // Names this group in the calls plait.torch.timeline records (unique in the process).
   int group_id() const { return group_id_; }
   std::chrono::milliseconds timeout() const { return timeout_.load(); }
@@ -126,7 +130,8 @@ class PlaitProcessGroup : public c10d::Backend {
                                                 c10d::OpType type);
 
   std::shared_ptr<Communicator> comm_;
-  std::shared_ptr<Communicator> control_;  // monitoredBarrier's probes, apart from user traffic
+  std::shared_ptr<Communicator> control_;
+  Bootstrap bootstrap_;  // monitoredBarrier's probes, apart from user traffic
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<CompletionThread> completer_;
   std::atomic<uint64_t> seq_{0};
