@@ -142,7 +142,8 @@ class Dispatcher {
                                  void* recv_x, Path path = Path::kAuto);
   // out[t] = sum over the ranks that received token t of y's row for it ([num_recv][hidden]
   // in; [num_tokens][hidden] out), in rank order. With y_weights ([num_recv][topk]) given,
-  // out_weights ([num_tokens][topk]) gets their sum likewise.
+  // out_weights ([num_tokens][topk]) gets their sum likewise: pass non-null pointers for both
+  // (even with no rows) on every rank, or null on every rank.
   std::shared_ptr<Call> combine(std::shared_ptr<const Handle> handle, const void* y,
                                 const float* y_weights, void* out, float* out_weights,
                                 Path path = Path::kAuto);

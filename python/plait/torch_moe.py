@@ -63,6 +63,8 @@ class _DispatchFn(torch.autograd.Function):
         recv_x, recv_idx, recv_w, counts, handle = started.wait()
         ctx.owner, ctx.handle = owner, handle
         ctx.want_w = topk_weights is not None and topk_weights.requires_grad
+        if ctx.want_w:
+            ctx.local = recv_idx >= 0  # elsewhere recv_topk_weights is a constant 0
         ctx.mark_non_differentiable(recv_idx, counts)
         owner._last_handle = handle
         return recv_x, recv_idx, recv_w, counts
@@ -73,7 +75,8 @@ class _DispatchFn(torch.autograd.Function):
             grad_x = torch.zeros(ctx.handle.num_recv, ctx.owner.hidden, dtype=ctx.owner.dtype)
         weights = None
         if ctx.want_w:
-            weights = grad_w if grad_w is not None else torch.zeros(ctx.handle.num_recv, ctx.owner.topk)
+            weights = (torch.where(ctx.local, grad_w.float(), 0.0) if grad_w is not None
+                       else torch.zeros(ctx.handle.num_recv, ctx.owner.topk))
         out = ctx.owner._combine_raw(grad_x.contiguous(), ctx.handle, weights).wait()
         if weights is None:
             return out, None, None, None

@@ -34,6 +34,14 @@ at::ScalarType torch_dtype(DataType t) {
   return t == DataType::kF32 ? at::kFloat : t == DataType::kF16 ? at::kHalf : at::kBFloat16;
 }
 
+// A tensor's floats, never null for a defined tensor: the dispatcher reads null as "no
+// weights", and an empty tensor's data_ptr() is null.
+float* floats_or_null(const at::Tensor& t) {
+  static float none[1];
+  if (!t.defined()) return nullptr;
+  return t.numel() > 0 ? t.data_ptr<float>() : none;
+}
+
 struct PyHandle {
   std::shared_ptr<const moe::Handle> handle;
 };
@@ -118,7 +126,7 @@ class PyDispatcher {
     };
     {
       py::gil_scoped_release nogil;
-      c->call = live().dispatch(x.data_ptr(), idx.data_ptr<int64_t>(), w.defined() ? w.data_ptr<float>() : nullptr,
+      c->call = live().dispatch(x.data_ptr(), idx.data_ptr<int64_t>(), floats_or_null(w),
                              static_cast<size_t>(x.size(0)), allocate, moe::parse_path(path));
     }
     return c;
@@ -155,8 +163,8 @@ class PyDispatcher {
     c->inputs = {y, w};
     c->out = at::empty({static_cast<int64_t>(h.handle->num_tokens()), y.size(1)}, y.options());
     py::gil_scoped_release nogil;
-    c->call = live().combine(h.handle, y.data_ptr(), w.defined() ? w.data_ptr<float>() : nullptr, c->out.data_ptr(),
-                          c->out_w.defined() ? c->out_w.data_ptr<float>() : nullptr, moe::parse_path(path));
+    c->call = live().combine(h.handle, y.data_ptr(), floats_or_null(w), c->out.data_ptr(), floats_or_null(c->out_w),
+                             moe::parse_path(path));
     return c;
   }
 
