@@ -23,6 +23,9 @@ compute can overlap the transfer.
   and ``path`` says which ran.
 - ``AllToAllDispatcher`` has the same API and results on any backend (gloo). It uses what torch
   users write: counts first, then ``all_to_all_single``.
+
+``ExpertPlacement`` and ``ExpertBalancer`` (plait/torch_moe_balance.py) replicate hot experts
+by their measured load, as DeepSeek's EPLB does.
 """
 
 import atexit
@@ -31,7 +34,10 @@ import weakref
 import torch
 import torch.distributed as dist
 
-__all__ = ["AllToAllDispatcher", "Dispatcher", "make_dispatcher"]
+from .torch_moe_balance import ExpertBalancer, ExpertPlacement, plan  # noqa: F401
+
+__all__ = ["AllToAllDispatcher", "Dispatcher", "ExpertBalancer", "ExpertPlacement", "make_dispatcher",
+           "plan"]
 
 
 def _dtype_name(dtype):
@@ -53,6 +59,25 @@ class _Pending:
         if self._finish is not None:
             self._result, self._finish = self._finish(), None
         return self._result
+
+
+class Handle:
+    """A dispatch's routing, for its combine and for backward.
+
+    It also holds the dispatch's received rows as an anchor for combine. Combine's backward
+    gives them a zero gradient, so the dispatch's backward runs on every rank. Without that,
+    a rank whose experts got no rows would skip it, and the other ranks would wait for it."""
+
+    def __init__(self, routing, anchor):
+        self.routing, self.anchor = routing, anchor
+
+    @property
+    def num_tokens(self):
+        return self.routing.num_tokens
+
+    @property
+    def num_recv(self):
+        return self.routing.num_recv
 
 
 class _DispatchFn(torch.autograd.Function):
@@ -84,15 +109,19 @@ class _DispatchFn(torch.autograd.Function):
 
 
 class _CombineFn(torch.autograd.Function):
-    # Backward: the gradient goes out along the dispatch's routing again.
+    # Backward: the gradient goes out along the dispatch's routing again; the anchor (the
+    # dispatch's rows) gets zeros, which makes the dispatch's backward run.
     @staticmethod
-    def forward(ctx, y, owner, handle, started):
-        ctx.owner, ctx.handle = owner, handle
+    def forward(ctx, y, anchor, owner, routing, started):
+        ctx.owner, ctx.routing = owner, routing
+        ctx.anchor_shape = anchor.shape
         return started.wait()
 
     @staticmethod
     def backward(ctx, grad_out):
-        return ctx.owner._dispatch_again_raw(ctx.handle, grad_out.contiguous()).wait(), None, None, None
+        grad_y = ctx.owner._dispatch_again_raw(ctx.routing, grad_out.contiguous()).wait()
+        zero = torch.zeros((), dtype=grad_y.dtype).expand(ctx.anchor_shape)
+        return grad_y, zero, None, None, None
 
 
 class _DispatcherBase:
@@ -107,7 +136,7 @@ class _DispatcherBase:
                                      None if topk_weights is None else topk_weights.detach())
         def finish():
             recv_x, recv_idx, recv_w, counts = _DispatchFn.apply(x, topk_weights, self, started)
-            return recv_x, recv_idx, recv_w, counts, self._last_handle
+            return recv_x, recv_idx, recv_w, counts, Handle(self._last_handle, recv_x)
 
         pending = _Pending(finish, started.path)
         return pending if async_op else pending.wait()
@@ -115,12 +144,17 @@ class _DispatcherBase:
     def combine(self, y, handle, topk_weights=None, async_op=False):
         """Sums every token's rows back from the ranks that received it: [tokens, hidden].
         With ``topk_weights`` ([recv, topk]) given, returns (out, their sums per token) too."""
+        routing = handle.routing if isinstance(handle, Handle) else handle
         if topk_weights is not None:  # what dispatch's backward uses; not differentiable
-            started = self._combine_raw(y.detach().contiguous(), handle, topk_weights)
+            started = self._combine_raw(y.detach().contiguous(), routing, topk_weights)
             pending = _Pending(started.wait, started.path)
+        elif isinstance(handle, Handle) and handle.anchor.requires_grad:
+            started = self._combine_raw(y.detach().contiguous(), routing, None)
+            pending = _Pending(lambda: _CombineFn.apply(y, handle.anchor, self, routing, started), started.path)
         else:
-            started = self._combine_raw(y.detach().contiguous(), handle, None)
-            pending = _Pending(lambda: _CombineFn.apply(y, self, handle, started), started.path)
+            started = self._combine_raw(y.detach().contiguous(), routing, None)
+            anchor = torch.empty(0)
+            pending = _Pending(lambda: _CombineFn.apply(y, anchor, self, routing, started), started.path)
         return pending if async_op else pending.wait()
 
 

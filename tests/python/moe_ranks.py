@@ -122,12 +122,65 @@ def errors():
     print(f"rank {me}: moe errors ok")
 
 
+def balance():
+    """ExpertBalancer: a skewed load re-places the experts; every slot then holds its new
+    expert's weights and AdamW state, whichever rank they came from. Replicas' gradients come
+    out as the sum over the replicas."""
+    me, n = dist.get_rank(), dist.get_world_size()
+    moe = plait.torch.moe
+    placement = moe.ExpertPlacement(num_logical=2 * n, ranks=n, slots_per_rank=3)
+    experts = torch.nn.ModuleList(torch.nn.Linear(3, 2) for _ in range(3))
+    opt = torch.optim.AdamW(experts.parameters())
+
+    def fill(slot, e):
+        with torch.no_grad():
+            for i, prm in enumerate(experts[slot].parameters()):
+                prm.fill_(e + 0.5 * i)
+                opt.state[prm] = {"step": torch.tensor(3.0), "exp_avg": torch.full_like(prm, 10.0 * e),
+                                  "exp_avg_sq": torch.full_like(prm, 100.0 * e)}
+
+    for slot, e in enumerate(placement.local_experts(me)):
+        fill(slot, e)
+    balancer = moe.ExpertBalancer(placement, experts, opt, every=1)
+    # Expert 0 takes most of the load, from every rank.
+    balancer.record(torch.tensor([[0, 1]] * 40 + [[2, 3]] * 4))
+    assert balancer.step(), "a skewed load did not re-place the experts"
+    new = balancer.placement
+    assert len(new.replicas[0]) > 1, new.slots
+    before, after = balancer.history[-1][1:]
+    assert after < before, balancer.history
+    for slot, e in enumerate(new.local_experts(me)):
+        for i, prm in enumerate(experts[slot].parameters()):
+            assert torch.all(prm == e + 0.5 * i), (me, slot, e, prm)
+            st = opt.state[prm]
+            assert torch.all(st["exp_avg"] == 10.0 * e) and torch.all(st["exp_avg_sq"] == 100.0 * e), (me, slot, e)
+            assert float(st["step"]) == 3.0
+    # Replicas' gradients: slot s of rank r contributes r * 10 + s; each replica gets the sum.
+    for slot, prm_list in enumerate(experts):
+        for prm in prm_list.parameters():
+            prm.grad = torch.full_like(prm, float(me * 10 + slot))
+    balancer.reduce_replica_grads()
+    for slot, e in enumerate(new.local_experts(me)):
+        want = float(me * 10 + slot)
+        if len(new.replicas[e]) > 1:
+            want = float(sum((s // 3) * 10 + s % 3 for s in new.replicas[e]))
+        for prm in experts[slot].parameters():
+            assert torch.all(prm.grad == want), (me, slot, e, prm.grad, want, new.slots)
+    # The router spreads an expert's tokens evenly over its replicas.
+    slots = new.route(torch.zeros(60, 1, dtype=torch.long), me).reshape(-1)
+    counts = torch.bincount(slots, minlength=new.num_slots)[new.replicas[0]]
+    assert counts.max() - counts.min() <= 1, counts
+    print(f"rank {me}: placement {new.slots} max/mean {before:.2f} -> {after:.2f}")
+    print(f"rank {me}: moe balance ok")
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
-    backend = "gloo" if case == "gloo" else "plait"
+    backend = "gloo" if case in ("gloo", "balance-gloo") else "plait"
+    case = "balance" if case == "balance-gloo" else case
     dist.init_process_group(backend)
     torch.set_num_threads(1)
-    {"correctness": correctness, "gloo": gloo, "errors": errors}[case]()
+    {"correctness": correctness, "gloo": gloo, "errors": errors, "balance": balance}[case]()
     if case != "errors":
         dist.barrier()
         dist.destroy_process_group()
