@@ -11,9 +11,12 @@
 namespace plait::moe {
 namespace {
 
-std::vector<size_t> bytes_of(const std::vector<size_t>& offsets, size_t unit) {
+// Bytes per rank of an alltoallv, but none to or from `self`: a rank's own rows are copied
+// straight to their place, not through a staging buffer.
+std::vector<size_t> bytes_of(const std::vector<size_t>& offsets, size_t unit, int self) {
   std::vector<size_t> b(offsets.size() - 1);
-  for (size_t p = 0; p + 1 < offsets.size(); ++p) b[p] = (offsets[p + 1] - offsets[p]) * unit;
+  for (size_t p = 0; p + 1 < offsets.size(); ++p)
+    b[p] = static_cast<int>(p) == self ? 0 : (offsets[p + 1] - offsets[p]) * unit;
   return b;
 }
 std::vector<size_t> displs_of(const std::vector<size_t>& offsets, size_t unit) {
@@ -118,7 +121,7 @@ class FreshDispatch final : public CallBase {
     for (int p = 0; p < size(); ++p)
       send_counts_[p] = static_cast<int64_t>(handle_->send_offsets()[p + 1] - handle_->send_offsets()[p]);
     counts_ = d.comm->alltoall(send_counts_.data(), recv_counts_.data(), 1, DataType::kI64);
-    pack(d, *handle_, x, topk_idx, topk_weights, true, false);
+    pack(d, *handle_, x, topk_idx, topk_weights, true, true);
   }
 
   std::shared_ptr<const Handle> handle() const override { return done_ ? handle_ : nullptr; }
@@ -164,13 +167,18 @@ class FreshDispatch final : public CallBase {
     }
     RecvBuffers out = allocate_(recv.back());
     if (d.staged.size() < recv.back() * s.meta_bytes()) d.staged.resize(recv.back() * s.meta_bytes());
-    auto rows = d.comm->alltoallv(d.send_rows.data(), bytes_of(handle_->send_offsets(), s.row_bytes),
+    const int me = rank();
+    auto rows = d.comm->alltoallv(d.send_rows.data(), bytes_of(handle_->send_offsets(), s.row_bytes, me),
                                   displs_of(handle_->send_offsets(), s.row_bytes), out.x,
-                                  bytes_of(recv, s.row_bytes), displs_of(recv, s.row_bytes), DataType::kU8);
-    auto meta = d.comm->alltoallv(d.send_meta.data(), bytes_of(handle_->send_offsets(), s.meta_bytes()),
+                                  bytes_of(recv, s.row_bytes, me), displs_of(recv, s.row_bytes), DataType::kU8);
+    auto meta = d.comm->alltoallv(d.send_meta.data(), bytes_of(handle_->send_offsets(), s.meta_bytes(), me),
                                   displs_of(handle_->send_offsets(), s.meta_bytes()), d.staged.data(),
-                                  bytes_of(recv, s.meta_bytes()), displs_of(recv, s.meta_bytes()),
+                                  bytes_of(recv, s.meta_bytes(), me), displs_of(recv, s.meta_bytes()),
                                   DataType::kU8);
+    // Our own rows, while the others' travel.
+    const int32_t* own = handle_->send_tokens().data() + handle_->send_offsets()[me];
+    gather_rows(x_, s.row_bytes, own, self_rows(), static_cast<std::byte*>(out.x) + recv[me] * s.row_bytes);
+    write_meta(s, me, idx_, w_, own, self_rows(), d.staged.data() + recv[me] * s.meta_bytes());
     rows->wait(timeout);
     meta->wait(timeout);
     read_meta(s, d.staged.data(), recv.back(), out.topk_idx, out.topk_weights, &tokens_per_expert_);
@@ -210,10 +218,10 @@ class RepeatDispatch final : public CallBase {
       d.windows->start(pack_blocks(d, h_, x, nullptr, nullptr, false), BlockKind::kDispatch, false, op_);
       return;
     }
-    pack(d, h_, x, nullptr, nullptr, false, false);
-    rows_ = d.comm->alltoallv(d.send_rows.data(), bytes_of(h_.send_offsets(), rb), displs_of(h_.send_offsets(), rb),
-                              recv_x, bytes_of(h_.recv_offsets(), rb), displs_of(h_.recv_offsets(), rb),
-                              DataType::kU8);
+    pack(d, h_, x, nullptr, nullptr, false, true);
+    rows_ = d.comm->alltoallv(d.send_rows.data(), bytes_of(h_.send_offsets(), rb, rank()),
+                              displs_of(h_.send_offsets(), rb), recv_x, bytes_of(h_.recv_offsets(), rb, rank()),
+                              displs_of(h_.recv_offsets(), rb), DataType::kU8);
   }
 
  private:
@@ -221,6 +229,10 @@ class RepeatDispatch final : public CallBase {
     DispatcherState& d = *impl_;
     const size_t rb = d.row_bytes();
     if (path_ != Path::kOneSided) {
+      const int me = rank();
+      gather_rows(x_, rb, h_.send_tokens().data() + h_.send_offsets()[me],
+                  h_.send_offsets()[me + 1] - h_.send_offsets()[me],
+                  static_cast<std::byte*>(recv_x_) + h_.recv_offsets()[me] * rb);
       rows_->wait(timeout);
       return;
     }
@@ -279,13 +291,14 @@ class Combine final : public CallBase {
     }
     const size_t back = h_.send_offsets().back();
     if (d.staged.size() < back * s.row_bytes) d.staged.resize(back * s.row_bytes);
-    rows_ = d.comm->alltoallv(y, bytes_of(recv, s.row_bytes), displs_of(recv, s.row_bytes), d.staged.data(),
-                              bytes_of(h_.send_offsets(), s.row_bytes), displs_of(h_.send_offsets(), s.row_bytes),
+    const int me = rank();
+    rows_ = d.comm->alltoallv(y, bytes_of(recv, s.row_bytes, me), displs_of(recv, s.row_bytes), d.staged.data(),
+                              bytes_of(h_.send_offsets(), s.row_bytes, me), displs_of(h_.send_offsets(), s.row_bytes),
                               DataType::kU8);
     if (yw_) {
       staged_w_.resize(back * s.topk);
-      weights_ = d.comm->alltoallv(yw_, bytes_of(recv, s.weight_bytes()), displs_of(recv, s.weight_bytes()),
-                                   staged_w_.data(), bytes_of(h_.send_offsets(), s.weight_bytes()),
+      weights_ = d.comm->alltoallv(yw_, bytes_of(recv, s.weight_bytes(), me), displs_of(recv, s.weight_bytes()),
+                                   staged_w_.data(), bytes_of(h_.send_offsets(), s.weight_bytes(), me),
                                    displs_of(h_.send_offsets(), s.weight_bytes()), DataType::kU8);
     }
   }
@@ -302,8 +315,7 @@ class Combine final : public CallBase {
       rows_->wait(timeout);
       if (weights_) weights_->wait(timeout);
     }
-    std::memset(out_, 0, h_.num_tokens() * s.row_bytes);
-    if (out_w_) std::memset(out_w_, 0, h_.num_tokens() * s.weight_bytes());
+    std::vector<uint8_t> touched(h_.num_tokens(), 0);
     const auto& recv = h_.recv_offsets();
     for (int p = 0; p < size(); ++p) {  // in rank order, whichever came first
       const size_t first = h_.send_offsets()[p], n = h_.send_offsets()[p + 1] - first;
@@ -325,8 +337,9 @@ class Combine final : public CallBase {
         rows = d.staged.data() + first * s.row_bytes;
         w = yw_ ? staged_w_.data() + first * s.topk : nullptr;
       }
-      accumulate_rows(d.options.dtype, hidden, rows, tokens, n, out_, w, out_w_, s.topk);
+      accumulate_rows(d.options.dtype, hidden, rows, tokens, n, out_, w, out_w_, s.topk, touched);
     }
+    zero_untouched(s.row_bytes, out_, out_w_, s.topk, touched);
   }
 
   std::shared_ptr<const Handle> hp_;

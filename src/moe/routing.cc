@@ -107,18 +107,38 @@ void read_meta(const Shape& shape, const void* meta, size_t n, int64_t* idx, flo
 }
 
 void accumulate_rows(DataType dtype, size_t hidden, const void* rows, const int32_t* tokens,
-                     size_t n, void* out, const float* row_weights, float* out_weights, int topk) {
+                     size_t n, void* out, const float* row_weights, float* out_weights, int topk,
+                     std::vector<uint8_t>& touched) {
   const size_t row_bytes = hidden * dtype_size(dtype);
   const CombineFn add = combine_kernel(dtype, ReduceOp::kSum, hidden <= kFewElements);
   const auto* src = static_cast<const std::byte*>(rows);
   auto* dst = static_cast<std::byte*>(out);
+  const bool weights = row_weights && out_weights;
   for (size_t i = 0; i < n; ++i) {
-    std::byte* o = dst + static_cast<size_t>(tokens[i]) * row_bytes;
+    const auto t = static_cast<size_t>(tokens[i]);
+    std::byte* o = dst + t * row_bytes;
+    float* ow = weights ? out_weights + t * topk : nullptr;
+    const float* rw = weights ? row_weights + i * topk : nullptr;
+    if (!touched[t]) {
+      touched[t] = 1;
+      std::memcpy(o, src + i * row_bytes, row_bytes);
+      if (weights) std::memcpy(ow, rw, static_cast<size_t>(topk) * sizeof(float));
+      continue;
+    }
     add(o, o, src + i * row_bytes, hidden);
+    if (weights)
+      for (int j = 0; j < topk; ++j) ow[j] += rw[j];
   }
-  if (!row_weights || !out_weights) return;
-  for (size_t i = 0; i < n; ++i)
-    for (int j = 0; j < topk; ++j) out_weights[static_cast<size_t>(tokens[i]) * topk + j] += row_weights[i * topk + j];
+}
+
+void zero_untouched(size_t row_bytes, void* out, float* out_weights, int topk,
+                    const std::vector<uint8_t>& touched) {
+  auto* dst = static_cast<std::byte*>(out);
+  for (size_t t = 0; t < touched.size(); ++t) {
+    if (touched[t]) continue;
+    std::memset(dst + t * row_bytes, 0, row_bytes);
+    if (out_weights) std::memset(out_weights + t * topk, 0, static_cast<size_t>(topk) * sizeof(float));
+  }
 }
 
 }  // namespace plait::moe

@@ -44,9 +44,14 @@ void write_meta(const Shape& shape, int dest, const int64_t* topk_idx, const flo
 void read_meta(const Shape& shape, const void* meta, size_t n, int64_t* idx, float* weights,
                std::vector<int64_t>* tokens_per_expert);
 
-// out[tokens[i]] += rows[i] for i < n (dtype), and weights likewise when both are given.
+// out[tokens[i]] += rows[i] for i < n (dtype), and weights likewise when both are given. A
+// token's first row is copied rather than added to zeros (touched[t] says which came), so
+// `out` needs no clearing first: zero_untouched() clears the rows that got none.
 void accumulate_rows(DataType dtype, size_t hidden, const void* rows, const int32_t* tokens,
-                     size_t n, void* out, const float* row_weights, float* out_weights, int topk);
+                     size_t n, void* out, const float* row_weights, float* out_weights, int topk,
+                     std::vector<uint8_t>& touched);
+void zero_untouched(size_t row_bytes, void* out, float* out_weights, int topk,
+                    const std::vector<uint8_t>& touched);
 
 // Fills a Handle's fields (private to users).
 struct HandleBuilder {
