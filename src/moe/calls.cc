@@ -41,7 +41,10 @@ class CallBase : public Call {
       impl_->broken = e.what();
       impl_->busy = false;
       done_ = true;
-      throw;
+      if (e.message().rfind(op_, 0) == 0) throw;
+      // A collective's error: say which call of the dispatcher it ended.
+      throw Error(e.category(), std::string(op_) + " (" + std::string(to_string(path_)) + "): " + e.message(),
+                  e.context());
     }
     impl_->busy = false;
     done_ = true;

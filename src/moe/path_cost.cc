@@ -59,18 +59,28 @@ PathCosts measure_path_costs(Dispatcher& dispatcher, Communicator& comm) {
   // A full dispatch: every token reaches min(topk, ranks) ranks, (n-1)/n of them elsewhere.
   c.expected_recv_bytes = static_cast<double>(o.max_tokens) * std::min(o.topk, n) * (n - 1) / n *
                           static_cast<double>(o.hidden * dtype_size(o.dtype));
-  std::byte scratch[64];
-  auto allocate = [&](size_t) { return RecvBuffers{scratch, nullptr, nullptr}; };
+  // One row to each other rank (as far as max_tokens allows): calls without rows would
+  // measure nothing, since a collective with nothing to move returns at once.
+  const int me = dispatcher.rank();
+  const int per_rank = o.num_experts / n;
+  const size_t tokens = std::min<size_t>(static_cast<size_t>(n - 1), o.max_tokens);
+  std::vector<int64_t> idx(std::max<size_t>(tokens, 1) * o.topk, -1);
+  for (size_t t = 0; t < tokens; ++t)
+    idx[t * o.topk] = static_cast<int64_t>((me + 1 + static_cast<int>(t)) % n) * per_rank;
+  const size_t row_bytes = o.hidden * dtype_size(o.dtype);
+  std::vector<std::byte> x(std::max<size_t>(tokens, 1) * row_bytes), out(x.size());
+  std::vector<std::byte> recv(std::max<size_t>(n, 1) * row_bytes);
+  auto allocate = [&](size_t) { return RecvBuffers{recv.data(), nullptr, nullptr}; };
   for (Path p : {Path::kAlltoallv, Path::kOneSided}) {
     double* t = p == Path::kAlltoallv ? c.alltoallv : c.one_sided;
     std::shared_ptr<const Handle> handle;
     t[0] = median_seconds([&] {
-      auto call = dispatcher.dispatch(scratch, nullptr, nullptr, 0, allocate, p);
+      auto call = dispatcher.dispatch(x.data(), idx.data(), nullptr, tokens, allocate, p);
       call->wait();
       handle = call->handle();
     });
-    t[1] = median_seconds([&] { dispatcher.dispatch(handle, scratch, scratch, p)->wait(); });
-    t[2] = median_seconds([&] { dispatcher.combine(handle, scratch, nullptr, scratch, nullptr, p)->wait(); });
+    t[1] = median_seconds([&] { dispatcher.dispatch(handle, x.data(), recv.data(), p)->wait(); });
+    t[2] = median_seconds([&] { dispatcher.combine(handle, recv.data(), nullptr, out.data(), nullptr, p)->wait(); });
   }
   // Every rank the slowest one's numbers, so that every rank picks the same path.
   double v[7] = {c.alltoallv[0], c.alltoallv[1], c.alltoallv[2], c.one_sided[0], c.one_sided[1],

@@ -2,7 +2,7 @@
 // fabric, so they differ by their fixed cost (the alltoallv path's count exchange and its
 // collective's setup; the one-sided path's immediates) and by the one-sided dispatch's copy
 // out of the window. The fixed costs are measured when the dispatcher is created, by timing
-// calls that carry no rows on each path; the copy by a memcpy. Every rank takes the largest
+// calls that carry one row to each other rank on each path; the copy by a memcpy. Every rank takes the largest
 // measurement of any rank, so all of them pick the same path without a message.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace plait::moe {
 enum class CallKind { kFreshDispatch, kRepeatDispatch, kCombine };
 
 struct PathCosts {
-  // Seconds a call without rows takes, by kind, on each path.
+  // Seconds a call with a row for each other rank takes, by kind, on each path.
   double alltoallv[3] = {0, 0, 0};
   double one_sided[3] = {0, 0, 0};
   double copy_bytes_per_s = 1e10;

@@ -68,7 +68,8 @@ void WindowExchange::start(const std::vector<Block>& blocks, BlockKind kind, boo
 }
 
 void WindowExchange::fail_missing(const std::vector<bool>& heard, const char* op,
-                                  bool timed_out, const char* what) const {
+                                  bool timed_out, const char* what,
+                                  std::chrono::milliseconds timeout) const {
   std::string missing;
   int first = -1;
   for (int p = 0; p < size_; ++p) {
@@ -82,7 +83,7 @@ void WindowExchange::fail_missing(const std::vector<bool>& heard, const char* op
   }
   if (timed_out)
     throw timeout_error(std::string(op) + ": " + what + " rank(s) " + missing + " within " +
-                            std::to_string(fabric_->timeout().count()) +
+                            std::to_string(timeout.count()) +
                             " ms (do all ranks make the same calls?)",
                         {.rank = rank_, .peer = first, .op = op, .seq = static_cast<int64_t>(calls_ - 1)});
 }
@@ -116,13 +117,13 @@ std::vector<WindowExchange::Arrived> WindowExchange::finish(std::chrono::millise
   const char* what = "no rows from";
   auto slice = [&] {
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-    if (left.count() <= 0) fail_missing(heard, op, true, what);
+    if (left.count() <= 0) fail_missing(heard, op, true, what, timeout);
     return std::min<std::chrono::microseconds>(left, std::chrono::milliseconds(100));
   };
   rdma::Completion c;
   while (waiting > 0) {
     if (!arrivals_->wait(&c, slice())) {
-      fail_missing(heard, op, false, what);  // a failed peer ends the wait now
+      fail_missing(heard, op, false, what, timeout);  // a failed peer ends the wait now
       continue;
     }
     if (!c.ok()) throw c.error->with_context({.rank = rank_, .peer = c.peer, .op = op});
@@ -139,7 +140,7 @@ std::vector<WindowExchange::Arrived> WindowExchange::finish(std::chrono::millise
   what = "this rank's rows not acknowledged by";
   while (writes_pending_ > 0) {
     if (!sends_->wait(&c, slice())) {
-      fail_missing(heard, op, false, what);
+      fail_missing(heard, op, false, what, timeout);
       continue;
     }
     --writes_pending_;

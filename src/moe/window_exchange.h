@@ -55,7 +55,7 @@ class WindowExchange {
 
  private:
   void fail_missing(const std::vector<bool>& heard, const char* op, bool timed_out,
-                    const char* what) const;
+                    const char* what, std::chrono::milliseconds timeout) const;
 
   int rank_ = 0;
   int size_ = 1;

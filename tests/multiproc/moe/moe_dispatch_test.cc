@@ -5,14 +5,17 @@
 // some ranks send no tokens, and in one round no token goes to the last rank.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/half.h"
 #include "plait/communicator.h"
 #include "plait/moe.h"
 #include "support/job.h"
+#include "support/ps_ranks.h"
 #include "support/rank_checks.h"
 
 namespace plait::testing {
@@ -158,6 +161,50 @@ int dispatch_child() {
   return 0;
 }
 ChildMode dispatch_mode("moe_dispatch", dispatch_child);
+
+// MOE_DIE kills that rank after the first round; the others go on dispatching until the
+// death reaches them, on the path MOE_PATH.
+int dead_peer_child() {
+  const int die = env_int("MOE_DIE", -1);
+  auto bootstrap = bootstrap_from_env(30s);
+  auto comm = Communicator::create(bootstrap, {.name = "test"});
+  moe::Dispatcher d(comm, bootstrap,
+                    {.num_experts = kExperts, .topk = kTopk, .hidden = kHidden, .max_tokens = kMaxTokens,
+                     .path = moe::parse_path(std::getenv("MOE_PATH"))});
+  try {
+    for (int round = 0; round < 1000; ++round) {
+      if (round == 1 && d.rank() == die) std::raise(SIGKILL);
+      if (int rc = check_round(d, DataType::kF32, d.options().path, round % 3)) return rc;
+    }
+    std::printf("no failure reached this rank\n");
+    return 1;
+  } catch (const Error& e) {
+    return report(e);
+  }
+}
+ChildMode dead_peer_mode("moe_dead_peer", dead_peer_child);
+
+class MoeDeadPeer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MoeDeadPeer, FailsEveryOtherRankNamingTheDeadOne) {
+  auto results = spawn_ranks(4, {0, 1, 2, 3}, "moe_dead_peer", [](int) {
+    return std::map<std::string, std::string>{{"PLAIT_TIMEOUT", "60000"}, {"MOE_DIE", "2"}, {"MOE_PATH", GetParam()}};
+  });
+  for (const auto& r : results) {
+    if (r.rank == 2) {
+      EXPECT_EQ(r.status, 128 + SIGKILL) << r.output;
+      continue;
+    }
+    EXPECT_EQ(r.status, 3) << "rank " << r.rank << ": " << r.output;
+    const std::string error = error_line(r.output);
+    EXPECT_NE(error.find("rank 2"), std::string::npos) << "rank " << r.rank << ": " << r.output;
+    EXPECT_EQ(error.find("timed out"), std::string::npos) << r.output;
+    if (std::getenv("MOE_SHOW")) std::printf("rank %d: %s\n", r.rank, error.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, MoeDeadPeer, ::testing::Values("one-sided", "alltoallv"),
+                         [](const auto& info) { return info.param == "one-sided" ? std::string("OneSided") : std::string("Alltoallv"); });
 
 TEST(MoeDispatch, EveryRowArrivesOnceAtItsExpertsAndCombinesBackOnBothPaths) {
   JobResult r = run_job(4, "moe_dispatch", {{"PLAIT_TIMEOUT", "60000"}}, 300);
