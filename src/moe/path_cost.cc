@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "core/clock.h"
@@ -12,6 +11,10 @@ namespace {
 
 constexpr int kWarmup = 2;
 constexpr int kTimed = 7;
+constexpr size_t kProbeRows = 256;  // R at most: rows to each peer in the larger probe
+// The one-sided path must win by this much: the fit is noisy, and the alltoallv path needs no
+// windows' worth of memory traffic.
+constexpr double kMargin = 0.9;
 
 template <typename Run>
 double median_seconds(Run&& run) {
@@ -25,30 +28,45 @@ double median_seconds(Run&& run) {
   return t[t.size() / 2];
 }
 
-double copy_rate() {
-  std::vector<std::byte> a(size_t{4} << 20, std::byte{1}), b(a.size());
-  const double s = median_seconds([&] { std::memcpy(b.data(), a.data(), a.size()); });
-  return static_cast<double>(a.size()) / std::max(s, 1e-9);
+// Seconds of a fresh dispatch, a repeated one and a combine on `path`, with `per_peer` rows
+// to every other rank (token i goes to the rank i mod (n-1) after this one).
+void time_calls(Dispatcher& d, Path path, size_t per_peer, double out[3]) {
+  const DispatcherOptions& o = d.options();
+  const int n = d.size(), me = d.rank(), per_rank = o.num_experts / n;
+  const size_t tokens = std::min(per_peer * static_cast<size_t>(n - 1), o.max_tokens);
+  std::vector<int64_t> idx(std::max<size_t>(tokens, 1) * o.topk, -1);
+  for (size_t t = 0; t < tokens; ++t)
+    idx[t * o.topk] = static_cast<int64_t>((me + 1 + static_cast<int>(t % (n - 1))) % n) * per_rank;
+  const size_t row_bytes = o.hidden * dtype_size(o.dtype);
+  std::vector<std::byte> x(std::max<size_t>(tokens, 1) * row_bytes), y(x.size());
+  std::vector<std::byte> recv(std::max<size_t>(tokens, 1) * static_cast<size_t>(n) * row_bytes);
+  auto allocate = [&](size_t) { return RecvBuffers{recv.data(), nullptr, nullptr}; };
+  std::shared_ptr<const Handle> handle;
+  out[0] = median_seconds([&] {
+    auto call = d.dispatch(x.data(), idx.data(), nullptr, tokens, allocate, path);
+    call->wait();
+    handle = call->handle();
+  });
+  out[1] = median_seconds([&] { d.dispatch(handle, x.data(), recv.data(), path)->wait(); });
+  out[2] = median_seconds([&] { d.combine(handle, recv.data(), nullptr, y.data(), nullptr, path)->wait(); });
 }
 
 }  // namespace
 
 Path PathCosts::pick(CallKind kind) const {
   const int k = static_cast<int>(kind);
-  // The one-sided dispatch copies its rows out of the window; a combine sums them from
-  // wherever they landed on both paths.
-  const double copy = kind == CallKind::kCombine ? 0.0 : expected_recv_bytes / copy_bytes_per_s;
-  return one_sided[k] + copy < alltoallv[k] ? Path::kOneSided : Path::kAlltoallv;
+  return one_sided[k].at(expected_rows) < kMargin * alltoallv[k].at(expected_rows) ? Path::kOneSided
+                                                                                   : Path::kAlltoallv;
 }
 
 std::string PathCosts::summary() const {
-  char line[320];
+  char line[400];
   std::snprintf(line, sizeof line,
-                "fixed cost (us) alltoallv/one-sided: dispatch %.1f/%.1f, repeat %.1f/%.1f, combine %.1f/%.1f; "
-                "copy out %.1f us for %.0f KiB",
-                alltoallv[0] * 1e6, one_sided[0] * 1e6, alltoallv[1] * 1e6, one_sided[1] * 1e6,
-                alltoallv[2] * 1e6, one_sided[2] * 1e6, expected_recv_bytes / copy_bytes_per_s * 1e6,
-                expected_recv_bytes / 1024);
+                "us at %.0f rows a peer, alltoallv/one-sided: dispatch %.1f/%.1f, repeat %.1f/%.1f, combine "
+                "%.1f/%.1f (fitted at 1 and %.0f rows)",
+                expected_rows, alltoallv[0].at(expected_rows) * 1e6, one_sided[0].at(expected_rows) * 1e6,
+                alltoallv[1].at(expected_rows) * 1e6, one_sided[1].at(expected_rows) * 1e6,
+                alltoallv[2].at(expected_rows) * 1e6, one_sided[2].at(expected_rows) * 1e6, probe_rows);
   return line;
 }
 
@@ -56,41 +74,30 @@ PathCosts measure_path_costs(Dispatcher& dispatcher, Communicator& comm) {
   PathCosts c;
   const DispatcherOptions& o = dispatcher.options();
   const int n = dispatcher.size();
-  // A full dispatch: every token reaches min(topk, ranks) ranks, (n-1)/n of them elsewhere.
-  c.expected_recv_bytes = static_cast<double>(o.max_tokens) * std::min(o.topk, n) * (n - 1) / n *
-                          static_cast<double>(o.hidden * dtype_size(o.dtype));
-  // One row to each other rank (as far as max_tokens allows): calls without rows would
-  // measure nothing, since a collective with nothing to move returns at once.
-  const int me = dispatcher.rank();
-  const int per_rank = o.num_experts / n;
-  const size_t tokens = std::min<size_t>(static_cast<size_t>(n - 1), o.max_tokens);
-  std::vector<int64_t> idx(std::max<size_t>(tokens, 1) * o.topk, -1);
-  for (size_t t = 0; t < tokens; ++t)
-    idx[t * o.topk] = static_cast<int64_t>((me + 1 + static_cast<int>(t)) % n) * per_rank;
-  const size_t row_bytes = o.hidden * dtype_size(o.dtype);
-  std::vector<std::byte> x(std::max<size_t>(tokens, 1) * row_bytes), out(x.size());
-  std::vector<std::byte> recv(std::max<size_t>(n, 1) * row_bytes);
-  auto allocate = [&](size_t) { return RecvBuffers{recv.data(), nullptr, nullptr}; };
-  for (Path p : {Path::kAlltoallv, Path::kOneSided}) {
-    double* t = p == Path::kAlltoallv ? c.alltoallv : c.one_sided;
-    std::shared_ptr<const Handle> handle;
-    t[0] = median_seconds([&] {
-      auto call = dispatcher.dispatch(x.data(), idx.data(), nullptr, tokens, allocate, p);
-      call->wait();
-      handle = call->handle();
-    });
-    t[1] = median_seconds([&] { dispatcher.dispatch(handle, x.data(), recv.data(), p)->wait(); });
-    t[2] = median_seconds([&] { dispatcher.combine(handle, recv.data(), nullptr, out.data(), nullptr, p)->wait(); });
+  // A full dispatch, routed evenly: every token reaches min(topk, ranks) ranks.
+  c.expected_rows = static_cast<double>(o.max_tokens) * std::min(o.topk, n) / n;
+  if (n == 1) return c;  // nothing travels: either path will do
+  // The larger probe as near a full dispatch as kProbeRows allows: the fit extrapolates less.
+  const size_t big = std::clamp<size_t>(std::min(o.max_tokens / static_cast<size_t>(n - 1),
+                                                 static_cast<size_t>(c.expected_rows)),
+                                        1, kProbeRows);
+  c.probe_rows = static_cast<double>(big);
+  // [path][size][kind]
+  double t[2][2][3];
+  for (int p = 0; p < 2; ++p) {
+    const Path path = p == 0 ? Path::kAlltoallv : Path::kOneSided;
+    time_calls(dispatcher, path, 1, t[p][0]);
+    time_calls(dispatcher, path, big, t[p][1]);
   }
   // Every rank the slowest one's numbers, so that every rank picks the same path.
-  double v[7] = {c.alltoallv[0], c.alltoallv[1], c.alltoallv[2], c.one_sided[0], c.one_sided[1],
-                 c.one_sided[2], 1.0 / copy_rate()};
-  comm.allreduce(v, v, 7, DataType::kF64, ReduceOp::kMax)->wait();
+  comm.allreduce(&t[0][0][0], &t[0][0][0], 12, DataType::kF64, ReduceOp::kMax)->wait();
   for (int k = 0; k < 3; ++k) {
-    c.alltoallv[k] = v[k];
-    c.one_sided[k] = v[3 + k];
+    for (int p = 0; p < 2; ++p) {
+      PathCosts::Line& line = p == 0 ? c.alltoallv[k] : c.one_sided[k];
+      line.beta = big > 1 ? std::max(0.0, (t[p][1][k] - t[p][0][k]) / static_cast<double>(big - 1)) : 0.0;
+      line.alpha = std::max(0.0, t[p][0][k] - line.beta);
+    }
   }
-  c.copy_bytes_per_s = 1.0 / v[6];
   return c;
 }
 

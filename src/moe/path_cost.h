@@ -1,9 +1,11 @@
-// The cost model that picks a path per call: both paths move the same bytes over the same
-// fabric, so they differ by their fixed cost (the alltoallv path's count exchange and its
-// collective's setup; the one-sided path's immediates) and by the one-sided dispatch's copy
-// out of the window. The fixed costs are measured when the dispatcher is created, by timing
-// calls that carry one row to each other rank on each path; the copy by a memcpy. Every rank takes the largest
-// measurement of any rank, so all of them pick the same path without a message.
+// The cost model that picks a path per call: t = alpha + beta * rows for each path and kind of
+// call (a fresh dispatch, a repeated one, a combine), with rows the rows a rank receives from
+// each peer. Both are fitted when the dispatcher is created, from calls that carry 1 and R rows
+// (a full dispatch's, up to 256) to every peer on each path. So the fit includes what differs between the paths: the count
+// exchange, the one-sided dispatch's copy out of the window, how each transport moves bytes.
+// Every rank takes the largest measurement of any rank, so all of them pick the same path
+// without a message. The prediction is made at a full dispatch's rows: the choice must not
+// depend on counts that only some ranks know.
 #pragma once
 
 #include <string>
@@ -16,11 +18,15 @@ namespace plait::moe {
 enum class CallKind { kFreshDispatch, kRepeatDispatch, kCombine };
 
 struct PathCosts {
-  // Seconds a call with a row for each other rank takes, by kind, on each path.
-  double alltoallv[3] = {0, 0, 0};
-  double one_sided[3] = {0, 0, 0};
-  double copy_bytes_per_s = 1e10;
-  double expected_recv_bytes = 0;  // a full dispatch's rows per rank, from the options
+  struct Line {
+    double alpha = 0;  // seconds
+    double beta = 0;   // seconds per row from each peer
+    double at(double rows) const { return alpha + beta * rows; }
+  };
+  Line alltoallv[3];
+  Line one_sided[3];
+  double expected_rows = 0;  // a full dispatch's rows from each peer, from the options
+  double probe_rows = 0;     // R of the fit
 
   Path pick(CallKind kind) const;
   std::string summary() const;
