@@ -134,6 +134,7 @@ class _DispatcherBase:
         tokens_per_expert, handle); recv_topk_idx holds this rank's local expert numbers."""
         started = self._dispatch_raw(x.detach(), topk_idx,
                                      None if topk_weights is None else topk_weights.detach())
+
         def finish():
             recv_x, recv_idx, recv_w, counts = _DispatchFn.apply(x, topk_weights, self, started)
             return recv_x, recv_idx, recv_w, counts, Handle(self._last_handle, recv_x)
@@ -145,15 +146,12 @@ class _DispatcherBase:
         """Sums every token's rows back from the ranks that received it: [tokens, hidden].
         With ``topk_weights`` ([recv, topk]) given, returns (out, their sums per token) too."""
         routing = handle.routing if isinstance(handle, Handle) else handle
+        started = self._combine_raw(y.detach().contiguous(), routing, topk_weights)
         if topk_weights is not None:  # what dispatch's backward uses; not differentiable
-            started = self._combine_raw(y.detach().contiguous(), routing, topk_weights)
             pending = _Pending(started.wait, started.path)
-        elif isinstance(handle, Handle) and handle.anchor.requires_grad:
-            started = self._combine_raw(y.detach().contiguous(), routing, None)
-            pending = _Pending(lambda: _CombineFn.apply(y, handle.anchor, self, routing, started), started.path)
         else:
-            started = self._combine_raw(y.detach().contiguous(), routing, None)
-            anchor = torch.empty(0)
+            anchored = isinstance(handle, Handle) and handle.anchor.requires_grad
+            anchor = handle.anchor if anchored else torch.empty(0)
             pending = _Pending(lambda: _CombineFn.apply(y, anchor, self, routing, started), started.path)
         return pending if async_op else pending.wait()
 
