@@ -52,7 +52,6 @@ struct PyCall {
   std::vector<at::Tensor> inputs;
   at::Tensor recv_x, recv_idx, recv_w, out, out_w;
   std::string kind;  // "dispatch", "repeat", "combine"
-  int local_experts = 0;
   bool waited = false;
 
   py::object wait() {

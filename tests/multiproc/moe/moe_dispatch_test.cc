@@ -80,6 +80,7 @@ int check_round(moe::Dispatcher& d, DataType dt, Path path, int round) {
   // What should have come: every source's tokens with an expert here, in token order.
   size_t row = 0;
   std::vector<int64_t> per_expert(per, 0);
+  std::vector<float> combined;  // per row, element 0 of its token after the combine below
   for (int s = 0; s < n; ++s) {
     for (size_t t = 0; t < tokens_of(s, round); ++t) {
       int64_t e[kTopk];
@@ -99,6 +100,13 @@ int check_round(moe::Dispatcher& d, DataType dt, Path path, int round) {
         CHECK_OR_FAIL(recv_w[row * kTopk + j] == (mine ? weight(j) : 0.0f), "round %d row %zu weight %d", round, row, j);
         if (mine) ++per_expert[e[j] - me * per];
       }
+      int holders = 0;
+      for (int j = 0; j < kTopk; ++j) {
+        bool earlier = false;
+        for (int i = 0; i < j; ++i) earlier |= e[i] >= 0 && e[i] / per == e[j] / per;
+        holders += e[j] >= 0 && !earlier;
+      }
+      combined.push_back(static_cast<float>(holders) * value(s, t, 0));
       ++row;
     }
   }
@@ -130,9 +138,10 @@ int check_round(moe::Dispatcher& d, DataType dt, Path path, int round) {
   // Backward of that combine: the combined rows go out again along the same routing.
   std::vector<std::byte> again(std::max<size_t>(handle->num_recv(), 1) * kHidden * es);
   d.dispatch(handle, out.data(), again.data(), path)->wait();
-  for (size_t r = 0; r < handle->num_recv() * kHidden; ++r)
-    CHECK_OR_FAIL(load(dt, again.data(), r) != 0 || load(dt, recv_x.data(), r) == 0,
-                  "round %d: repeated dispatch element %zu is 0", round, r);
+  for (size_t r = 0; r < handle->num_recv(); ++r)
+    CHECK_OR_FAIL(load(dt, again.data(), r * kHidden) == combined[r],
+                  "round %d: repeated dispatch row %zu: %g, want %g", round, r, load(dt, again.data(), r * kHidden),
+                  combined[r]);
   // Without weights: combine of the repeat gives each token ranks^2 times its value.
   d.combine(handle, again.data(), nullptr, out.data(), nullptr, path)->wait();
   return 0;
