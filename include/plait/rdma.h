@@ -63,6 +63,12 @@ struct RemoteKey {
   uint64_t key = 0;
 };
 
+// One piece of a gathered write's source (write_gathered).
+struct LocalPiece {
+  const void* data = nullptr;
+  size_t length = 0;
+};
+
 enum class OpType : uint8_t {
   kSend,
   kRecv,
@@ -181,6 +187,16 @@ class Fabric {
                      uint64_t context) = 0;
   virtual void read(int peer, void* local, size_t len, const RemoteKey& remote, uint64_t offset,
                     CompletionQueue& cq, uint64_t context) = 0;
+  // A write whose source is `pieces`, in order, landing contiguously at `offset`: one
+  // operation, one completion, one immediate, and no staging copy (the rows of a dispatch
+  // go straight from where they lie into the peer's window). Only where the provider copies
+  // straight out of the pieces, as gathers_writes(peer) says: shared memory with
+  // cross-memory attach. Elsewhere it throws kInvalidUsage; pack, then write().
+  virtual bool gathers_writes(int peer) const = 0;
+  virtual void write_gathered(int peer, const std::vector<LocalPiece>& pieces,
+                              const RemoteKey& remote, uint64_t offset,
+                              std::optional<uint32_t> imm, CompletionQueue& cq,
+                              uint64_t context) = 0;
   // 64-bit atomics on an 8-byte aligned remote word; the old value lands in *result.
   virtual void fetch_add(int peer, uint64_t* result, const RemoteKey& remote, uint64_t offset,
                          uint64_t add, CompletionQueue& cq, uint64_t context) = 0;

@@ -81,11 +81,26 @@ void pack(DispatcherState& d, const Handle& h, const void* x, const int64_t* top
   }
 }
 
-// One-sided blocks [rows][meta] are contiguous per destination: pack them so, in one buffer.
+// The pieces of x that hold `tokens`' rows, consecutive rows joined.
+void add_row_pieces(const void* x, size_t row_bytes, const int32_t* tokens, size_t n,
+                    std::vector<rdma::LocalPiece>* pieces) {
+  const auto* base = static_cast<const std::byte*>(x);
+  for (size_t i = 0; i < n;) {
+    size_t run = 1;
+    while (i + run < n && tokens[i + run] == tokens[i] + static_cast<int32_t>(run)) ++run;
+    pieces->push_back({base + static_cast<size_t>(tokens[i]) * row_bytes, run * row_bytes});
+    i += run;
+  }
+}
+
+// One-sided blocks are [rows][meta] per destination. Where the transport gathers, the rows go
+// straight from x and only the meta records are packed; elsewhere both are packed, in one
+// buffer.
 std::vector<WindowExchange::Block> pack_blocks(DispatcherState& d, const Handle& h, const void* x,
                                                const int64_t* topk_idx, const float* topk_weights,
                                                bool meta) {
-  const size_t unit = d.row_bytes() + (meta ? d.shape.meta_bytes() : 0);
+  const size_t meta_bytes = meta ? d.shape.meta_bytes() : 0;
+  const size_t unit = d.row_bytes() + meta_bytes;
   const size_t rows = h.send_offsets().back();
   if (d.send_rows.size() < rows * unit) d.send_rows.resize(rows * unit);
   std::vector<WindowExchange::Block> blocks(d.shape.size);
@@ -94,9 +109,20 @@ std::vector<WindowExchange::Block> pack_blocks(DispatcherState& d, const Handle&
     if (p == d.rank) continue;
     std::byte* at = d.send_rows.data() + first * unit;
     const int32_t* tokens = h.send_tokens().data() + first;
+    WindowExchange::Block& b = blocks[p];
+    b.bytes = n * unit;
+    b.rows = static_cast<uint32_t>(n);
+    if (n > 0 && d.windows->gathers(p)) {
+      add_row_pieces(x, d.row_bytes(), tokens, n, &b.pieces);
+      if (meta) {
+        write_meta(d.shape, p, topk_idx, topk_weights, tokens, n, at);
+        b.pieces.push_back({at, n * meta_bytes});
+      }
+      continue;
+    }
     gather_rows(x, d.row_bytes(), tokens, n, at);
     if (meta) write_meta(d.shape, p, topk_idx, topk_weights, tokens, n, at + n * d.row_bytes());
-    blocks[p] = {at, n * unit, static_cast<uint32_t>(n)};
+    b.pieces.push_back({at, n * unit});
   }
   return blocks;
 }
@@ -270,7 +296,8 @@ class Combine final : public CallBase {
     const Shape& s = shape();
     const auto& recv = h_.recv_offsets();
     if (path_ == Path::kOneSided) {
-      // Rows go back straight from y; with weights, [rows][weights] is packed first.
+      // Rows go back straight from y; with weights, [rows][weights] is packed first unless
+      // the transport gathers.
       std::vector<WindowExchange::Block> blocks(size());
       const size_t unit = s.row_bytes + (yw_ ? s.weight_bytes() : 0);
       if (yw_ && d.send_rows.size() < recv.back() * unit) d.send_rows.resize(recv.back() * unit);
@@ -278,16 +305,20 @@ class Combine final : public CallBase {
         const size_t n = recv[p + 1] - recv[p];
         const auto* rows = static_cast<const std::byte*>(y) + recv[p] * s.row_bytes;
         if (p == rank()) continue;
+        blocks[p].bytes = n * unit;
+        blocks[p].rows = static_cast<uint32_t>(n);
         if (!yw_) {
-          blocks[p] = {rows, n * s.row_bytes, static_cast<uint32_t>(n)};
-          continue;
+          blocks[p].pieces = {{rows, n * s.row_bytes}};
+        } else if (n > 0 && d.windows->gathers(p)) {
+          blocks[p].pieces = {{rows, n * s.row_bytes}, {yw_ + recv[p] * s.topk, n * s.weight_bytes()}};
+        } else {
+          std::byte* at = d.send_rows.data() + recv[p] * unit;
+          if (n > 0) {
+            std::memcpy(at, rows, n * s.row_bytes);
+            std::memcpy(at + n * s.row_bytes, yw_ + recv[p] * s.topk, n * s.weight_bytes());
+          }
+          blocks[p].pieces = {{at, n * unit}};
         }
-        std::byte* at = d.send_rows.data() + recv[p] * unit;
-        if (n > 0) {
-          std::memcpy(at, rows, n * s.row_bytes);
-          std::memcpy(at + n * s.row_bytes, yw_ + recv[p] * s.topk, n * s.weight_bytes());
-        }
-        blocks[p] = {at, n * unit, static_cast<uint32_t>(n)};
       }
       d.windows->start(blocks, BlockKind::kCombine, yw_ != nullptr, op_);
       return;

@@ -61,8 +61,13 @@ void WindowExchange::start(const std::vector<Block>& blocks, BlockKind kind, boo
                           {.rank = rank_, .peer = p, .op = op, .bytes = static_cast<int64_t>(b.bytes)});
     // Our slot in p's window for this call's parity.
     const uint64_t offset = ((call & 1) * size_ + rank_) * slot_bytes_;
-    fabric_->write(p, b.data, b.bytes, keys_[p], offset, encode(call, kind, flag, b.rows), *sends_,
-                   static_cast<uint64_t>(p));
+    const uint32_t imm = encode(call, kind, flag, b.rows);
+    if (b.pieces.size() == 1)
+      fabric_->write(p, b.pieces[0].data, b.bytes, keys_[p], offset, imm, *sends_, static_cast<uint64_t>(p));
+    else if (b.pieces.empty())
+      fabric_->write(p, nullptr, 0, keys_[p], offset, imm, *sends_, static_cast<uint64_t>(p));
+    else
+      fabric_->write_gathered(p, b.pieces, keys_[p], offset, imm, *sends_, static_cast<uint64_t>(p));
     ++writes_pending_;
   }
 }

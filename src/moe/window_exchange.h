@@ -35,8 +35,12 @@ class WindowExchange {
   size_t slot_bytes() const { return slot_bytes_; }
   std::chrono::milliseconds timeout() const;
 
+  // Whether a block for `peer` may come in pieces, gathered by the transport as it writes
+  // (shared memory with cross-memory attach); else it must be one piece, packed.
+  bool gathers(int peer) const { return fabric_->gathers_writes(peer); }
+
   struct Block {
-    const void* data = nullptr;
+    std::vector<rdma::LocalPiece> pieces;  // in order; one unless gathers(peer)
     size_t bytes = 0;
     uint32_t rows = 0;
   };

@@ -107,6 +107,15 @@ class PublicFabric final : public Fabric {
             CompletionQueue& cq, uint64_t context) override {
     fabric_->read(peer, local, len, remote, offset, queue(cq, "read"), context);
   }
+  bool gathers_writes(int peer) const override {
+    check_rank(peer, "gathers_writes");
+    return fabric_->gathers_writes(peer);
+  }
+  void write_gathered(int peer, const std::vector<LocalPiece>& pieces, const RemoteKey& remote,
+                      uint64_t offset, std::optional<uint32_t> imm, CompletionQueue& cq,
+                      uint64_t context) override {
+    fabric_->write_gathered(peer, pieces, remote, offset, imm, queue(cq, "write_gathered"), context);
+  }
   void fetch_add(int peer, uint64_t* result, const RemoteKey& remote, uint64_t offset,
                  uint64_t add, CompletionQueue& cq, uint64_t context) override {
     fabric_->fetch_add(peer, result, remote, offset, add, queue(cq, "fetch_add"), context);

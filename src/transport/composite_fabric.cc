@@ -95,6 +95,17 @@ void CompositeFabric::read(int peer, void* local, size_t len, const RemoteKey& r
   provider_for(peer, "read").read(peer, local, len, rk, remote_offset, cq, context);
 }
 
+bool CompositeFabric::gathers_writes(int peer) const {
+  return peer >= 0 && peer < size_ && route_[peer] != nullptr && route_[peer]->gathers_writes(peer);
+}
+
+void CompositeFabric::write_gathered(int peer, const std::vector<LocalPiece>& pieces,
+                                     const RemoteKey& rk, uint64_t remote_offset,
+                                     std::optional<uint32_t> imm, CompletionQueue* cq,
+                                     uint64_t context) {
+  provider_for(peer, "write_gathered").write_gathered(peer, pieces, rk, remote_offset, imm, cq, context);
+}
+
 void CompositeFabric::fetch_add(int peer, uint64_t* result, const RemoteKey& rk,
                                 uint64_t remote_offset, uint64_t add, CompletionQueue* cq,
                                 uint64_t context) {

@@ -48,6 +48,10 @@ class CompositeFabric final : public Fabric, public InlineProgress {
              std::optional<uint32_t> imm, CompletionQueue* cq, uint64_t context) override;
   void read(int peer, void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
             CompletionQueue* cq, uint64_t context) override;
+  bool gathers_writes(int peer) const override;
+  void write_gathered(int peer, const std::vector<LocalPiece>& pieces, const RemoteKey& rk,
+                      uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
+                      uint64_t context) override;
   void fetch_add(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
                  uint64_t add, CompletionQueue* cq, uint64_t context) override;
   void compare_swap(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,

@@ -55,6 +55,7 @@ using rdma::kAccessRemoteAtomic;
 using rdma::kAccessRemoteRead;
 using rdma::kAccessRemoteWrite;
 using rdma::Completion;
+using rdma::LocalPiece;
 using rdma::MemoryRegion;
 using rdma::OpType;
 using rdma::RemoteKey;
@@ -188,6 +189,13 @@ class Fabric {
                      uint64_t context) = 0;
   virtual void read(int peer, void* local, size_t len, const RemoteKey& rk,
                     uint64_t remote_offset, CompletionQueue* cq, uint64_t context) = 0;
+  // A write gathered from `pieces` (rdma::Fabric::write_gathered). Only providers that copy
+  // straight out of the pieces implement it and say so in gathers_writes(peer); the default
+  // refuses with kInvalidUsage.
+  virtual bool gathers_writes(int /*peer*/) const { return false; }
+  virtual void write_gathered(int peer, const std::vector<LocalPiece>& pieces, const RemoteKey& rk,
+                              uint64_t remote_offset, std::optional<uint32_t> imm,
+                              CompletionQueue* cq, uint64_t context);
   // 64-bit atomics on an 8-byte aligned remote word; the old value lands in *result.
   virtual void fetch_add(int peer, uint64_t* result, const RemoteKey& rk,
                          uint64_t remote_offset, uint64_t add, CompletionQueue* cq,

@@ -61,6 +61,9 @@ struct Op : CompletionClaim {
   // tcp rendezvous recv: offsets of the stripes in, so that a stripe sent again after a
   // stream broke counts once. The provider's progress only.
   std::unique_ptr<std::unordered_set<uint64_t>> stripes_in;
+  // A gathered write that had to go through the target's ring: its pieces, packed, which
+  // `local` points into.
+  std::unique_ptr<char[]> owned_source;
 
   // In the OpTable. seq_cst with `finished`: of whoever completes the op and whoever adds it
   // to the table, one sees the other and erases it.

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
 
@@ -70,6 +71,28 @@ int cma_write(pid_t pid, const void* local, uint64_t remote, size_t len) {
         iovec l{const_cast<char*>(static_cast<const char*>(local)) + done, len - done};
         iovec r{reinterpret_cast<void*>(remote + done), len - done};
         return ::process_vm_writev(pid, &l, 1, &r, 1, 0);
+      },
+      len);
+}
+
+int cma_write_gathered(pid_t pid, const iovec* local, size_t count, uint64_t remote, size_t len) {
+  if (count > kCmaMaxPieces) return EINVAL;
+  iovec pieces[kCmaMaxPieces];
+  std::copy(local, local + count, pieces);
+  size_t first = 0, skipped = 0;  // pieces[first] starts `skipped` bytes into the source
+  return transfer(
+      [&](size_t done) {
+        // After a short copy, start where it stopped, perhaps inside a piece.
+        for (size_t skip = done - skipped; skip > 0;) {
+          const size_t n = std::min(skip, pieces[first].iov_len);
+          pieces[first].iov_base = static_cast<char*>(pieces[first].iov_base) + n;
+          pieces[first].iov_len -= n;
+          skip -= n;
+          if (pieces[first].iov_len == 0) ++first;
+        }
+        skipped = done;
+        iovec r{reinterpret_cast<void*>(remote + done), len - done};
+        return ::process_vm_writev(pid, pieces + first, count - first, &r, 1, 0);
       },
       len);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,9 @@ bool cma_permission_granted();
 // the errno: ESRCH (the process is gone), EFAULT (the remote range is not mapped), EPERM.
 int cma_read(pid_t pid, void* local, uint64_t remote, size_t len);
 int cma_write(pid_t pid, const void* local, uint64_t remote, size_t len);
+// The same, gathered from `count` local pieces (at most kCmaMaxPieces) of `len` bytes in all.
+constexpr size_t kCmaMaxPieces = 1024;  // the kernel's UIO_MAXIOV
+int cma_write_gathered(pid_t pid, const iovec* local, size_t count, uint64_t remote, size_t len);
 
 // Whether we can read the 8-byte word at `addr` in `pid` and it holds `expected`: returns 0,
 // the errno of the failed read, or EIO for a wrong value.

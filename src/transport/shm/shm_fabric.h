@@ -7,6 +7,7 @@
 //                   receiver with process_vm_readv, or pushed through the ring in pieces
 //   rma.cc          write / read by cross-memory attach into a pinned peer region; the ring
 //                   fallback executed by the target; atomics executed by the target
+//   gathered_write.cc  write_gathered: many local pieces into one remote range, one copy
 //   progress.cc     draining the rings, the progress thread and its doorbell, transfers in
 //                   chunks, peer death and shutdown
 //   setup.cc        segments and the store handshake; segment.cc, ring.h, outbox.cc,
@@ -75,6 +76,10 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
              std::optional<uint32_t> imm, CompletionQueue* cq, uint64_t context) override;
   void read(int peer, void* local, size_t len, const RemoteKey& rk, uint64_t remote_offset,
             CompletionQueue* cq, uint64_t context) override;
+  bool gathers_writes(int peer) const override;
+  void write_gathered(int peer, const std::vector<LocalPiece>& pieces, const RemoteKey& rk,
+                      uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
+                      uint64_t context) override;
   void fetch_add(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
                  uint64_t add, CompletionQueue* cq, uint64_t context) override;
   void compare_swap(int peer, uint64_t* result, const RemoteKey& rk, uint64_t remote_offset,
