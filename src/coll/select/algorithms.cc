@@ -25,6 +25,7 @@
 #include "coll/schedule/hosts.h"
 #include "coll/segment/segment_cost.h"
 #include "coll/select/builders.h"
+#include "coll/select/host_rounds.h"
 
 namespace plait::coll {
 namespace {
@@ -107,23 +108,45 @@ double allreduce_ps(const CollArgs& args, const CostParams& p) {
 double allreduce_ring(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args), block = m / x.n;
+  if (spans_hosts(args))
+    return 2 * (x.n - 1) * HostRounds(args, p).ring_step(block, x.pieces(block)) + (x.n - 1) * block * x.G;
   return 2 * (x.n - 1) * x.xfer(block) + (x.n - 1) * block * x.G;
 }
 double allreduce_halving_doubling(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args);
   double moved = 0;  // per round, halving then doubling: m/2, m/4, ... each way
-  for (double part : x.halves(m)) moved += x.xfer(part);
+  if (spans_hosts(args)) {
+    const HostRounds hosts(args, p);
+    for (int mask = static_cast<int>(x.p2) / 2; mask >= 1; mask /= 2) {
+      const double part = m * mask / x.p2;
+      moved += hosts.hypercube(mask, part, x.pieces(part));
+    }
+  } else {
+    for (double part : x.halves(m)) moved += x.xfer(part);
+  }
   return 2 * moved + (x.p2 - 1) / x.p2 * m * x.G + fold_cost(x, m, true);
 }
 double allreduce_recursive_doubling(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args);
+  if (spans_hosts(args)) {
+    const HostRounds hosts(args, p);
+    double rounds = 0;
+    for (int mask = 1; mask < static_cast<int>(x.p2); mask *= 2) rounds += hosts.hypercube(mask, m, x.pieces(m));
+    return rounds + x.lp2 * m * x.G + fold_cost(x, m, true);
+  }
   return x.lp2 * (x.xfer(m) + m * x.G) + fold_cost(x, m, true);
 }
 double allreduce_binomial(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args);
+  if (spans_hosts(args)) {
+    const HostRounds hosts(args, p);
+    double levels = 0;  // up to the root and back down, a level at each distance
+    for (int d = 1; d < args.size; d *= 2) levels += 2 * hosts.tree_level(d, m, x.pieces(m));
+    return levels + x.L * m * x.G;
+  }
   return x.L * (x.xfer(m) + m * x.G) + x.L * x.xfer(m);
 }
 // Each tree carries a half of h bytes in k chunks of c. The first chunk climbs and comes
@@ -139,6 +162,17 @@ double allreduce_double_binary_tree(const CollArgs& args, const CostParams& p) {
   const double steady = (k - 1) * (4 * (x.a + c * x.B) + 2 * c * x.G);
   return fill + steady;
 }
+// Recursive doubling across `hosts` hosts meets the network's contention at every distance;
+// its mean over the rounds stands for all of them.
+double far_contention(const CostParams& p, int hosts) {
+  if (p.host_contention.empty() || hosts < 2) return 1;
+  double sum = 0;
+  const int rounds = std::max(1, static_cast<int>(std::log2(floor_pow2(hosts))));
+  for (int k = 0; k < rounds; ++k)
+    sum += std::max(1.0, p.host_contention[std::min(static_cast<size_t>(k), p.host_contention.size() - 1)]);
+  return sum / rounds;
+}
+
 // The busiest host (s ranks) runs a ring reduce-scatter and allgather on the intra link;
 // across hosts, the rank owning the most shards (ceil(s / smallest host's ranks) of m/s
 // each) runs one inter-host allreduce per shard, the one the builder picks, on the
@@ -155,10 +189,12 @@ double allreduce_hierarchical_on_messages(const CollArgs& args, const CostParams
   const double owned = std::ceil(static_cast<double>(s) / hosts.min_local());
   level.size = hosts.hosts();
   level.count = shard;
-  const CostParams inter = p.across_hosts();
-  const double one = hierarchical_inter_ring(args, hosts.hosts(), shard)
-                         ? allreduce_ring(level, inter)
-                         : allreduce_recursive_doubling(level, inter);
+  // Every rank of a host runs its shard's allreduce across hosts at once: s flows share the
+  // host's link, and the network's contention for the pattern slows each.
+  CostParams inter = p.across_hosts();
+  const bool ring = hierarchical_inter_ring(args, hosts.hosts(), shard);
+  inter.beta_bytes_per_us /= s * (ring ? std::max(1.0, p.ring_contention) : far_contention(p, hosts.hosts()));
+  const double one = ring ? allreduce_ring(level, inter) : allreduce_recursive_doubling(level, inter);
   return intra + owned * one;
 }
 // With the intra-host stages on the hosts' segments (CollArgs::intra_on_segment): the
@@ -180,10 +216,10 @@ double allreduce_hierarchical_on_segment(const CollArgs& args, const CostParams&
   level.size = hosts.hosts();
   level.segment_slot_bytes = 0;
   level.chunk_count = args.chunk_count;
-  const CostParams inter = p.across_hosts();
-  return cost + (hierarchical_inter_ring(args, hosts.hosts(), args.count)
-                     ? allreduce_ring(level, inter)
-                     : allreduce_recursive_doubling(level, inter));
+  CostParams inter = p.across_hosts();
+  const bool ring = hierarchical_inter_ring(args, hosts.hosts(), args.count);
+  inter.beta_bytes_per_us /= ring ? std::max(1.0, p.ring_contention) : far_contention(p, hosts.hosts());
+  return cost + (ring ? allreduce_ring(level, inter) : allreduce_recursive_doubling(level, inter));
 }
 double allreduce_hierarchical(const CollArgs& args, const CostParams& p) {
   const double on_messages = allreduce_hierarchical_on_messages(args, p);
@@ -248,14 +284,26 @@ double bcast_halving_doubling(const CollArgs& args, const CostParams& p) {
 // ---- allgather(v) (m = one rank's block) ----
 double allgather_naive(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
+  if (spans_hosts(args)) return HostRounds(args, p).all_pairs(bytes_of(args));
   return (x.n - 1) * (x.a + bytes_of(args) * x.B);
 }
 double allgather_ring(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
-  return (x.n - 1) * x.xfer(bytes_of(args));
+  const double m = bytes_of(args);
+  if (spans_hosts(args)) return (x.n - 1) * HostRounds(args, p).ring_step(m, x.pieces(m));
+  return (x.n - 1) * x.xfer(m);
 }
 double allgather_recursive_doubling(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
+  if (spans_hosts(args) && !x.fold) {  // round k: partners 2^k apart swap 2^k blocks
+    const HostRounds hosts(args, p);
+    double t = 0;
+    for (int mask = 1; mask < args.size; mask *= 2) {
+      const double part = bytes_of(args) * mask;
+      t += hosts.hypercube(mask, part, x.pieces(part));
+    }
+    return t;
+  }
   return x.L * x.a + (x.n - 1) * bytes_of(args) * x.B;
 }
 double allgather_binomial(const CollArgs& args, const CostParams& p) {
@@ -268,19 +316,27 @@ double allgather_binomial(const CollArgs& args, const CostParams& p) {
 double reduce_scatter_naive(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args);
+  if (spans_hosts(args)) return HostRounds(args, p).all_pairs(m) + (x.n - 1) * m * x.G;
   return (x.n - 1) * (x.a + m * x.B + m * x.G);
 }
 double reduce_scatter_ring(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args);
+  if (spans_hosts(args)) return (x.n - 1) * (HostRounds(args, p).ring_step(m, x.pieces(m)) + m * x.G);
   return (x.n - 1) * (x.xfer(m) + m * x.G);
 }
 double reduce_scatter_halving_doubling(const CollArgs& args, const CostParams& p) {
   Model x(args, p);
   double m = bytes_of(args), total = x.n * m;
   double halving = 0;
-  for (double part : x.halves(total)) {
-    halving += x.xfer(part) + part * x.G;
+  if (spans_hosts(args)) {
+    const HostRounds hosts(args, p);
+    for (int mask = static_cast<int>(x.p2) / 2; mask >= 1; mask /= 2) {
+      const double part = total * mask / x.p2;
+      halving += hosts.hypercube(mask, part, x.pieces(part)) + part * x.G;
+    }
+  } else {
+    for (double part : x.halves(total)) halving += x.xfer(part) + part * x.G;
   }
   return halving + (x.fold ? x.xfer(total) + total * x.G + x.xfer(m) : 0);
 }

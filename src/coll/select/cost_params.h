@@ -2,6 +2,8 @@
 // the shape of a cost function.
 #pragma once
 
+#include <vector>
+
 #include "coll/schedule/schedule.h"
 
 namespace plait::coll {
@@ -27,6 +29,13 @@ struct CostParams {
   // The inter-host link; 0 = the same as alpha_us / beta_bytes_per_us.
   double inter_alpha_us = 0;
   double inter_beta_bytes_per_us = 0;
+  // The network's contention: the factor on a cross-host flow's time when every host
+  // exchanges with the host 2^k hosts away (host_contention[k]; the last entry serves
+  // farther ones), and when every host sends to the next (ring_contention). 1 is a
+  // non-blocking network, and what a job assumes unless told (plait sim computes them from
+  // its topology).
+  std::vector<double> host_contention;
+  double ring_contention = 1;
 
   // These parameters with the inter-host link in place of the intra-host one.
   CostParams across_hosts() const {

@@ -476,12 +476,15 @@ TEST(AlgorithmCostModelHosts, FlatAlgorithmsPayTheInterHostLink) {
   const AlgorithmInfo* ring = find_algorithm(CollOp::kAllreduce, Algorithm::kRing);
   const CollArgs one = call(1 << 20, {});
   const CollArgs two = call(1 << 20, blocks_of(16, 8));
-  EXPECT_GT(ring->cost(two, p), 5 * ring->cost(one, p));
-  // Without inter_* set, the inter link is the intra one.
+  EXPECT_GT(ring->cost(two, p), 4 * ring->cost(one, p));  // the inter link is 10x slower
+  // Without inter_* set, the inter link is the intra one: what remains is the host's memory
+  // path, shared by the host's 7 ring hops within it, where one host's 15 of 16 share it too
+  // but the model of one host does not count it.
   CostParams same = p;
   same.inter_alpha_us = 0;
   same.inter_beta_bytes_per_us = 0;
-  EXPECT_DOUBLE_EQ(ring->cost(two, same), ring->cost(one, same));
+  EXPECT_GT(ring->cost(two, same), ring->cost(one, same));
+  EXPECT_LT(ring->cost(two, same), 8 * ring->cost(one, same));
 }
 
 TEST(AlgorithmCostModel, DoubleBinaryTreeBeatsTheRingOnManyRanksWithPipelining) {

@@ -18,7 +18,7 @@ namespace plait::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: plait sim OP --topology SPEC --ranks N [--ranks-per-host M] [--algo A|all]\n"
+    "usage: plait sim OP --topology SPEC --ranks N [--ranks-per-host M] [--algo A|all|none]\n"
     "                 --bytes B [--chunk B] [--tune FILE] [--json FILE] [--plot FILE.png]\n"
     "                 [--replay auto|full|symmetric]\n"
     "       plait sim sweep OP --topology SPEC [--topology SPEC ...] --ranks N[,N...]\n"
@@ -29,7 +29,8 @@ constexpr const char* kUsage =
     "OP (allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter):\n"
     "replays the schedules plait's builders make for every rank on the topology (links shared\n"
     "max-min fairly, ranks placed in blocks of M per host) and prints time, busbw, the busiest\n"
-    "link, and the cost model's own choice beside the fastest. B as plait bench counts it\n"
+    "link, and the cost model's own choice beside the fastest (--algo none: the choice and\n"
+    "its reason alone, nothing replayed). B as plait bench counts it\n"
     "(suffixes K M G); --chunk is the pipelining unit (default 1M, as PLAIT_CHUNK_BYTES);\n"
     "--tune takes a `plait tune` file for per-message, intra-host, reduction and copy costs.\n"
     "--replay: auto (through host 0's ranks, or else through one rank a host, where that is\n"
@@ -37,7 +38,8 @@ constexpr const char* kUsage =
     "ranks wherever the call is symmetric, else through one rank a host wherever a host's\n"
     "ranks mirror its first: the slowest copy where copies differ, an upper bound).\n"
     "sweep: every algorithm at every point, busbw per algorithm, the fastest and the cost\n"
-    "model's choice (\"MODEL WRONG\" where they differ, with how much slower its pick is).\n"
+    "model's choice (\"MODEL WRONG\" where its pick is over 10 % slower than the fastest,\n"
+    "\"close\" within 10 %).\n"
     "--plot draws the records with matplotlib (.venv/bin/python): a sweep's busbw\n"
     "against bytes per algorithm, one operation's time per algorithm.\n"
     "plot: draws records written by --json (of sweeps, or of several runs appended to one\n"

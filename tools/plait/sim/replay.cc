@@ -11,6 +11,7 @@
 #include <map>
 
 #include "coll/select/algorithms.h"
+#include "sim/contention.h"
 #include "coll/select/select.h"
 #include "core/config.h"
 #include "plait/bench/ops.h"
@@ -57,20 +58,6 @@ sim::SimParams params_from(const std::string& tune_file) {
   us("host", "gamma_bytes_per_us", &p.gamma_bytes_per_s, 1e6);
   us("host", "copy_bytes_per_us", &p.copy_bytes_per_s, 1e6);
   return p;
-}
-
-// The cost model's parameters for the same machine: intra-host from the params, the network
-// as one hop of the first link plus the software cost.
-coll::CostParams cost_params(const sim::SimParams& p, const sim::Topology& t) {
-  coll::CostParams c;
-  c.alpha_us = p.intra_alpha_s * 1e6;
-  c.beta_bytes_per_us = p.intra_bytes_per_s / 1e6;
-  c.gamma_bytes_per_us = p.gamma_bytes_per_s / 1e6;
-  c.copy_bytes_per_us = p.copy_bytes_per_s / 1e6;
-  const sim::Link& link = t.links().front();
-  c.inter_alpha_us = (p.alpha_s + link.latency_s * t.diameter()) * 1e6;
-  c.inter_beta_bytes_per_us = link.bytes_per_s / 1e6;
-  return c;
 }
 
 }  // namespace
@@ -127,6 +114,41 @@ SimRunOptions parse_sim_run_args(const std::vector<std::string>& args) {
   return o;
 }
 
+namespace {
+
+// The call as a communicator of o.ranks ranks, placed in blocks of o.ranks_per_host, makes it.
+coll::CollArgs model_call(const SimRunOptions& o) {
+  const OpSpec& spec = op_spec(*parse_bench_op(o.op));
+  coll::CollArgs args;
+  args.op = kOps.at(o.op);
+  args.dtype = DataType::kF32;
+  args.count = count_for_bytes(spec, o.bytes, o.ranks, args.dtype);
+  args.chunk_count = std::max<size_t>(1, o.chunk_bytes / dtype_size(args.dtype));
+  args.size = o.ranks;
+  const sim::Placement placement{.ranks = o.ranks, .ranks_per_host = o.ranks_per_host};
+  if (o.ranks > o.ranks_per_host)
+    for (int r = 0; r < o.ranks; ++r) args.host_of.push_back(placement.host_of(r));
+  return args;
+}
+
+}  // namespace
+
+ModelPick cost_model_pick(const SimRunOptions& o) {
+  const auto topology = sim::parse_topology(o.topology);
+  const coll::CollArgs args = model_call(o);
+  const int hosts = (o.ranks + o.ranks_per_host - 1) / o.ranks_per_host;
+  ModelPick pick;
+  try {
+    const coll::Selection s =
+        coll::select_algorithm(args, "", Config{}, sim::model_params(params_from(o.tune_file), *topology, hosts));
+    pick.algo = std::string(coll::to_string(s.info->algorithm));
+    pick.reason = s.reason;
+  } catch (const Error& e) {
+    pick.reason = e.message();
+  }
+  return pick;
+}
+
 std::vector<SimRow> simulate(const SimRunOptions& o) {
   const coll::CollOp op = kOps.at(o.op);
   const auto topology = sim::parse_topology(o.topology);
@@ -149,23 +171,12 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
       throw invalid_usage("sim: no algorithm '" + o.algo + "'");
     algos.push_back(a);
   }
-  // The cost model's choice for the same call, as a communicator would make it.
-  coll::CollArgs model_args = args;
-  model_args.size = o.ranks;
-  const int hosts = (o.ranks + o.ranks_per_host - 1) / o.ranks_per_host;
-  if (hosts > 1)
-    for (int r = 0; r < o.ranks; ++r) model_args.host_of.push_back(placement.host_of(r));
-  std::string model;
-  try {
-    model = std::string(coll::to_string(
-        coll::select_algorithm(model_args, "", Config{}, cost_params(params, *topology)).info->algorithm));
-  } catch (const Error&) {
-  }
+  const std::string model = cost_model_pick(o).algo;
+  const coll::CollArgs probe = model_call(o);
 
   std::vector<SimRow> rows;
   for (coll::Algorithm a : algos) {
     const coll::AlgorithmInfo* info = coll::find_algorithm(op, a);
-    coll::CollArgs probe = model_args;
     if (o.algo == "all" && info && info->applies && !info->applies(probe)) continue;
     SimRow row;
     row.algo = std::string(coll::to_string(a));
@@ -194,6 +205,11 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
 
 int sim_run_main(const std::vector<std::string>& args) {
   const SimRunOptions o = parse_sim_run_args(args);
+  const ModelPick pick = cost_model_pick(o);
+  if (o.algo == "none") {  // the model's choice alone, nothing replayed
+    std::printf("cost model: %s (%s)\n", pick.algo.empty() ? "-" : pick.algo.c_str(), pick.reason.c_str());
+    return 0;
+  }
   std::vector<SimRow> rows = simulate(o);
   const auto topology = sim::parse_topology(o.topology);
   for (const SimRow& r : rows)
@@ -205,6 +221,7 @@ int sim_run_main(const std::vector<std::string>& args) {
     if (rows[i].result.time_s < rows[fastest].result.time_s) fastest = i;
   std::printf("# plait sim %s on %s: %d ranks, %d per host, %zu bytes\n", o.op.c_str(),
               topology->spec().c_str(), o.ranks, o.ranks_per_host, o.bytes);
+  std::printf("# %s\n", pick.reason.c_str());
   std::printf("%-18s %12s %10s %10s %9s  %-24s %s\n", "algorithm", "time(us)", "busbw(GB/s)",
               "messages", "net(MB)", "bottleneck link (busy)", "");
   // A plot draws the records: kept where --json says, else in a file of our own.

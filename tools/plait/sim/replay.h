@@ -41,6 +41,13 @@ struct SimRow {
 std::vector<std::string> sim_algorithms(const std::string& op);
 // Throws kInvalidUsage naming the bad option.
 SimRunOptions parse_sim_run_args(const std::vector<std::string>& args);
+// The cost model's choice for the call, as a communicator on that network would make it
+// (empty algo, and the error as the reason, where it makes none).
+struct ModelPick {
+  std::string algo;
+  std::string reason;
+};
+ModelPick cost_model_pick(const SimRunOptions& options);
 // One row per algorithm (every applicable one for algo "all").
 std::vector<SimRow> simulate(const SimRunOptions& options);
 int sim_run_main(const std::vector<std::string>& args);

@@ -108,11 +108,13 @@ int sim_sweep_main(const std::vector<std::string>& args) {
         if (model == rows.size()) {
           verdict = "no model choice";
         } else if (model != fastest) {
+          // Within 10 % is as good as the model can be asked to be: the replay's own noise
+          // (hashed paths, FIFO order) moves close algorithms by that much.
+          const double slower = (rows[model].result.time_s / rows[fastest].result.time_s - 1) * 100;
           char buf[96];
-          std::snprintf(buf, sizeof buf, "MODEL WRONG: its pick is %.0f%% slower",
-                        (rows[model].result.time_s / rows[fastest].result.time_s - 1) * 100);
+          std::snprintf(buf, sizeof buf, slower > 10 ? "MODEL WRONG: its pick is %.0f%% slower" : "close: its pick is %.0f%% slower", slower);
           verdict = buf;
-          ++disagreements;
+          if (slower > 10) ++disagreements;
         }
         double sim_seconds = 0;
         for (const SimRow& row : rows) sim_seconds += row.sim_seconds;
@@ -139,7 +141,7 @@ int sim_sweep_main(const std::vector<std::string>& args) {
       }
     }
   }
-  std::printf("# %d points, the cost model picked the fastest in %d; %.1f s of simulation\n",
+  std::printf("# %d points, the cost model's pick within 10 %% of the fastest in %d; %.1f s of simulation\n",
               points, points - disagreements, total_seconds);
   if (!base.plot.empty()) {
     json.close();
