@@ -66,6 +66,8 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
   if (!host_of_.empty()) {
     cost_.inter_alpha_us = topology_->inter.alpha_us;
     cost_.inter_beta_bytes_per_us = topology_->inter.beta_bytes_per_us;
+    cost_.host_contention = topology_->inter.host_contention;
+    cost_.ring_contention = topology_->inter.ring_contention;
   }
   // Ranks of the whole job on this machine against its cores (simulated hosts share them).
   int local_ranks = 0;

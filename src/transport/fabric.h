@@ -129,6 +129,10 @@ struct CostModel {
   // messages): what a one-round barrier on it costs. A host value, like gamma.
   double flag_us = 0.3;
   size_t eager_threshold = 64 * 1024;
+  // The network between hosts, from the tune file's "net" scope (`plait tune --topology`):
+  // coll::CostParams::host_contention and ring_contention. Empty: a non-blocking network.
+  std::vector<double> host_contention;
+  double ring_contention = 1;
 };
 
 struct FabricOptions {

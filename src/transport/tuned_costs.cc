@@ -25,7 +25,17 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-bool known_field(std::string_view field) {
+// contention_at_D with D a power of two.
+bool contention_field(std::string_view field) {
+  if (!field.starts_with(kContentionAt)) return false;
+  const std::string_view digits = field.substr(kContentionAt.size());
+  uint64_t d = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d);
+  return ec == std::errc() && end == digits.data() + digits.size() && d > 0 && (d & (d - 1)) == 0;
+}
+
+bool known_field(std::string_view scope, std::string_view field) {
+  if (scope == kNetworkScope) return field == kRingContention || contention_field(field);
   return std::find(std::begin(kTunedFields), std::end(kTunedFields), field) !=
          std::end(kTunedFields);
 }
@@ -38,7 +48,8 @@ bool valid_scope(std::string_view scope) {
   });
 }
 
-std::string fields_list() {
+std::string fields_list(std::string_view scope) {
+  if (scope == kNetworkScope) return std::string(kRingContention) + ", " + std::string(kContentionAt) + "1, 2, 4, ...";
   std::string out;
   for (std::string_view f : kTunedFields) out += (out.empty() ? "" : ", ") + std::string(f);
   return out;
@@ -55,8 +66,8 @@ std::string check_entry(std::string_view scope, std::string_view field, double v
   if (!valid_scope(scope)) {
     why.append("'").append(scope).append("' is not a provider name");
     why.append(" (lower-case letters, digits, _)");
-  } else if (!known_field(field)) {
-    why.append("unknown field '").append(field).append("' (known: ").append(fields_list()) += ')';
+  } else if (!known_field(scope, field)) {
+    why.append("unknown field '").append(field).append("' (known: ").append(fields_list(scope)) += ')';
   } else if (!std::isfinite(value) || value <= 0) {
     why.append("value of ").append(key_of(scope, field)).append(" must be a positive number");
   }

@@ -14,6 +14,14 @@
 // whatever carries the bytes (reductions, copies). Fields are fixed (kTunedFields) so that a
 // typo is an error instead of a silently ignored line; values are finite and positive.
 //
+// The scope "net" holds what `plait tune --topology SPEC --ranks N` computed of a network the
+// job cannot measure from inside (coll::CostParams::host_contention): ring_contention, and
+// contention_at_D for D = 1, 2, 4, ... hosts apart.
+//
+//   net.contention_at_1 = 1
+//   net.contention_at_2 = 1.8
+//   net.ring_contention = 1
+//
 // Without a file every constant keeps the provider's built-in default: tuning only refines.
 #pragma once
 
@@ -33,6 +41,9 @@ inline constexpr std::string_view kTunedFields[] = {"alpha_us", "beta_bytes_per_
                                                     "gamma_bytes_per_us", "copy_bytes_per_us",
                                                     "flag_us"};
 inline constexpr std::string_view kHostScope = "host";
+inline constexpr std::string_view kNetworkScope = "net";
+inline constexpr std::string_view kRingContention = "ring_contention";
+inline constexpr std::string_view kContentionAt = "contention_at_";  // + hosts apart, 2^k
 
 class TunedCosts {
  public:

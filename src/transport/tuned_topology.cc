@@ -87,6 +87,13 @@ void apply_tuned_topology(const FabricOptions& options, FabricTopology& topology
   const std::string inter = any_ucx ? "ucx" : any_tcp ? "tcp" : intra;
   topology.intra = apply_tuned(topology.intra, costs, intra);
   topology.inter = apply_tuned(topology.inter, costs, inter);
+  // The network's contention, where `plait tune --topology` wrote it.
+  for (uint64_t d = 1; d <= (uint64_t{1} << 40); d *= 2) {
+    auto v = costs.get(kNetworkScope, std::string(kContentionAt) + std::to_string(d));
+    if (!v) break;
+    topology.inter.host_contention.push_back(*v);
+  }
+  if (auto v = costs.get(kNetworkScope, kRingContention)) topology.inter.ring_contention = *v;
   if (options.rank == 0 && log_enabled(LogLevel::kInfo)) {
     std::ostringstream text;
     text << "cost model from " << costs.path << ": " << intra << " alpha "
@@ -96,6 +103,11 @@ void apply_tuned_topology(const FabricOptions& options, FabricTopology& topology
       text << "; " << inter << " alpha " << topology.inter.alpha_us << " us, beta "
            << topology.inter.beta_bytes_per_us << " B/us";
     text << "; gamma " << topology.intra.gamma_bytes_per_us << " B/us";
+    if (!topology.inter.host_contention.empty()) {
+      text << "; network contention at 1, 2, 4, ... hosts apart";
+      for (double c : topology.inter.host_contention) text << " " << c;
+      text << ", ring " << topology.inter.ring_contention;
+    }
     log_line(LogLevel::kInfo, text.str());
   }
 }

@@ -89,6 +89,18 @@ Selection select_algorithm(const CollArgs& args, const std::string& call_choice,
     const CostParams inter = params.across_hosts();
     why << "; between hosts alpha " << inter.alpha_us << " us, beta "
         << inter.beta_bytes_per_us << " B/us";
+    // The network's contention decides between algorithms of equal bytes: say it was known.
+    if (!params.host_contention.empty()) {
+      why << "; network contention at 1, 2, 4, ... hosts apart";
+      for (double c : params.host_contention) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " %.2g", c);
+        why << buf;
+      }
+      why << ", ring " << params.ring_contention;
+    } else {
+      why << "; a non-blocking network";
+    }
   }
   why << "):";
   for (size_t i = 0; i < candidates.size() && i < 4; ++i) {

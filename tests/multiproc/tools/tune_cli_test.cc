@@ -155,5 +155,36 @@ TEST(TuneCli, UsageErrorsExitTwoBeforeAnyRankStarts) {
   EXPECT_NE(r.output.find("usage: plait tune"), std::string::npos) << r.output;
 }
 
+// --topology: the network's contention from plait sim's model, into the "net" scope, with
+// the measured values kept and nothing launched. A fat tree hashing flows: neighbours under
+// one edge switch never collide, far exchanges do.
+TEST(TuneCli, TopologyWritesTheNetworksContentionAndKeepsTheMeasuredValues) {
+  TempDir dir;
+  const std::string out = dir.file("tune.conf");
+  std::ofstream(out) << "tcp.alpha_us = 14\nnet.contention_at_64 = 9\n";
+  JobResult r = tune({"--topology", "fattree:k=4", "--ranks", "32", "--ranks-per-host", "2", "--out", out});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("16 hosts (32 ranks, 2 a host)"), std::string::npos) << r.output;
+  const transport::TunedCosts costs = transport::load_tuned_costs_file(out);
+  EXPECT_EQ(costs.get("tcp", "alpha_us"), 14.0);
+  EXPECT_FALSE(costs.get("net", "contention_at_64").has_value());  // an old network's, gone
+  EXPECT_EQ(costs.get("net", "contention_at_1"), 1.0);  // hosts 0-1, 2-3: one edge switch
+  for (const char* d : {"2", "4", "8"}) {
+    const auto c = costs.get("net", std::string("contention_at_") + d);
+    ASSERT_TRUE(c.has_value()) << d;
+    EXPECT_GE(*c, 1.0) << d;
+  }
+  EXPECT_FALSE(costs.get("net", "contention_at_16").has_value());  // 16 hosts: 8 is the farthest
+  expect_positive(costs, "net", "ring_contention");
+
+  r = tune({"--topology", "fattree:k=4", "--ranks", "64", "--out", out});
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("need 64 hosts; fattree:k=4"), std::string::npos) << r.output;
+  r = tune({"--topology", "fattree:k=4", "--out", out});
+  EXPECT_EQ(r.status, 2) << r.output;
+  r = tune({"--ranks", "8"});
+  EXPECT_EQ(r.status, 2) << r.output;
+}
+
 }  // namespace
 }  // namespace plait::testing

@@ -26,6 +26,7 @@
 #include "plait/communicator.h"
 #include "plait/error.h"
 #include "plait/tune/measure.h"
+#include "plait/tune/network.h"
 #include "plait/tune/options.h"
 #include "transport/tuned_costs.h"
 
@@ -345,6 +346,7 @@ int tune_main(int argc, char** argv) {
     return 0;
   }
   try {
+    if (!options.topology.empty()) return run_tune_network(options, out_path(options));
     if (options.nranks > 0 || !inside_job()) {
       out_path(options);  // a usage error now, not after launching the ranks
       std::vector<std::string> command = {"/proc/self/exe", "tune"};

@@ -53,6 +53,15 @@ TuneOptions parse_tune_args(const std::vector<std::string>& args) {
     } else if (name == "--out" || name == "-o") {
       o.out = value();
       if (o.out.empty()) throw invalid_usage(name + " needs a file name");
+    } else if (name == "--topology") {
+      o.topology = value();
+    } else if (name == "--ranks" || name == "--ranks-per-host") {
+      const std::string text = value();
+      int n = 0;
+      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec != std::errc() || ptr != text.data() + text.size() || n < 1)
+        throw invalid_usage(name + " takes a positive integer, not '" + text + "'");
+      (name == "--ranks" ? o.ranks : o.ranks_per_host) = n;
     } else if (name == "--quick") {
       o.quick = true;
     } else if (name == "-v" || name == "--verbose") {
@@ -62,11 +71,14 @@ TuneOptions parse_tune_args(const std::vector<std::string>& args) {
     }
     o.forwarded_args.insert(o.forwarded_args.end(), args.begin() + first, args.begin() + i + 1);
   }
+  if (o.topology.empty() && (o.ranks > 0 || o.ranks_per_host != 1))
+    throw invalid_usage("--ranks and --ranks-per-host go with --topology");
   return o;
 }
 
 std::string tune_usage() {
   return "usage: plait tune [-n N] [--providers shm,tcp,ucx] [--out FILE] [--quick] [-v]\n"
+         "       plait tune --topology SPEC --ranks N [--ranks-per-host M] [--out FILE]\n"
          "Measures this machine's cost constants and writes them where the cost model\n"
          "reads them (PLAIT_TUNE_FILE, else $XDG_CACHE_HOME/plait/tune.conf, else\n"
          "~/.cache/plait/tune.conf). Per provider: ping-pong between ranks 0 and 1, sizes\n"
@@ -78,7 +90,12 @@ std::string tune_usage() {
          "  --out FILE        where to write (default: as above); values not measured in this\n"
          "                    run are kept from the file already there\n"
          "  --quick           few sizes and repetitions (seconds; for tests, not for tuning)\n"
-         "  -v, --verbose     per-size medians next to the fitted model\n";
+         "  -v, --verbose     per-size medians next to the fitted model\n"
+         "With --topology (a plait sim SPEC: the network the jobs run on, which they cannot\n"
+         "measure from inside): nothing is measured; plait sim's model of SPEC gives how much\n"
+         "slower than alone a flow runs when every host of a job of N ranks, M a host, talks\n"
+         "at once in each pattern plait's algorithms use (hosts 1, 2, 4, ... apart; a ring), and\n"
+         "those go to the file's \"net\" scope, beside the measured values, which are kept.\n";
 }
 
 }  // namespace plait::cli

@@ -16,6 +16,11 @@ struct TuneOptions {
   bool quick = false;  // few sizes and repetitions: a smoke test, not a measurement
   bool verbose = false;  // per-size medians next to the fitted line
   bool help = false;
+  // --topology SPEC: no measurement, the network's contention on SPEC for jobs of `ranks`
+  // ranks, `ranks_per_host` a host (plait sim's model), into the tune file.
+  std::string topology;
+  int ranks = 0;
+  int ranks_per_host = 1;
   std::vector<std::string> forwarded_args;  // every argument except -n N
 };
 
