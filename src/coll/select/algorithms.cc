@@ -183,7 +183,11 @@ double allreduce_hierarchical_on_messages(const CollArgs& args, const CostParams
   CollArgs level = args;
   level.host_of.clear();
   level.size = s;
-  const double intra = s > 1 ? allreduce_ring(level, p) : bytes_of(args) / p.copy_bytes_per_us;
+  // The host's s ranks run their ring at once, every hop on the host's memory path.
+  CostParams in_host = p;
+  if (p.host_memory_bytes_per_us > 0)
+    in_host.beta_bytes_per_us = std::min(p.beta_bytes_per_us, p.host_memory_bytes_per_us / s);
+  const double intra = s > 1 ? allreduce_ring(level, in_host) : bytes_of(args) / p.copy_bytes_per_us;
   if (hosts.hosts() == 1) return intra;
   const size_t shard = (args.count + static_cast<size_t>(s) - 1) / static_cast<size_t>(s);
   const double owned = std::ceil(static_cast<double>(s) / hosts.min_local());

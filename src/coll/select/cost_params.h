@@ -29,13 +29,17 @@ struct CostParams {
   // The inter-host link; 0 = the same as alpha_us / beta_bytes_per_us.
   double inter_alpha_us = 0;
   double inter_beta_bytes_per_us = 0;
-  // The network's contention: the factor on a cross-host flow's time when every host
-  // exchanges with the host 2^k hosts away (host_contention[k]; the last entry serves
-  // farther ones), and when every host sends to the next (ring_contention). 1 is a
-  // non-blocking network, and what a job assumes unless told (plait sim computes them from
-  // its topology).
+  // The network's contention: the factor on a cross-host flow's time when every host's ranks
+  // exchange with the host 2^k hosts away (host_contention[k], beyond their sharing of the
+  // host link; the last entry serves farther ones), and when every host sends to the next
+  // (ring_contention). 1 is a non-blocking network, and what a job assumes unless told (plait
+  // sim computes them from its topology; plait tune --topology writes them for jobs).
   std::vector<double> host_contention;
   double ring_contention = 1;
+  // What all the transfers within one host share: its memory path, bytes per us. 0 = unknown:
+  // they do not slow each other (a host's cores copy in parallel). plait sim's hosts have one
+  // (SimParams::intra_bytes_per_s), and the model then charges it as the replay does.
+  double host_memory_bytes_per_us = 0;
 
   // These parameters with the inter-host link in place of the intra-host one.
   CostParams across_hosts() const {

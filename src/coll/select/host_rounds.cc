@@ -45,9 +45,14 @@ double HostRounds::cost(const Load& l, double bytes, double pieces, double conte
   double t = 0;
   if (l.crossing > 0)
     t = pieces * inter_.alpha_us + bytes * l.crossing * contention / inter_.beta_bytes_per_us;
-  if (l.within > 0)
-    t = std::max(t, pieces * intra_.alpha_us + bytes * l.within / intra_.beta_bytes_per_us);
+  if (l.within > 0) t = std::max(t, pieces * intra_.alpha_us + bytes * within_per_byte(l.within));
   return t;
+}
+
+double HostRounds::within_per_byte(int transfers) const {
+  const double one = 1.0 / intra_.beta_bytes_per_us;
+  if (intra_.host_memory_bytes_per_us <= 0) return one;
+  return std::max(one, transfers / intra_.host_memory_bytes_per_us);
 }
 
 double HostRounds::hypercube(int mask, double bytes, double pieces) const {
@@ -71,7 +76,16 @@ double HostRounds::ring_step(double bytes, double pieces) const {
   double per_byte = 0;
   if (ring_.crossing > 0)
     per_byte = ring_.crossing * std::max(1.0, intra_.ring_contention) / inter_.beta_bytes_per_us;
-  if (ring_.within > 0) per_byte = std::max(per_byte, ring_.within / intra_.beta_bytes_per_us);
+  if (ring_.within > 0 && intra_.host_memory_bytes_per_us > 0) {
+    // The host's hops share its memory path only while their copies overlap: a step whose
+    // latency dwarfs its copy staggers them, each rank waiting on its predecessor.
+    const double alone = bytes / pieces / intra_.beta_bytes_per_us;
+    const double overlap = alone / (alpha + alone);
+    const double sharing = 1 + (ring_.within - 1) * overlap;
+    per_byte = std::max(per_byte, std::max(1 / intra_.beta_bytes_per_us, sharing / intra_.host_memory_bytes_per_us));
+  } else if (ring_.within > 0) {
+    per_byte = std::max(per_byte, 1 / intra_.beta_bytes_per_us);
+  }
   return pieces * alpha + bytes * per_byte;
 }
 
@@ -91,8 +105,9 @@ double HostRounds::all_pairs(double bytes) const {
   }
   const double s = layout_.max_local();
   const double alpha = ((n - s) * inter_.alpha_us + (s - 1) * intra_.alpha_us) / std::max(1.0, n - 1);
-  return (n - 1) * alpha +
-         bytes * std::max(crossing * far / inter_.beta_bytes_per_us, within / intra_.beta_bytes_per_us);
+  double per_byte = crossing * far / inter_.beta_bytes_per_us;
+  if (within > 0) per_byte = std::max(per_byte, within_per_byte(static_cast<int>(within)));
+  return (n - 1) * alpha + bytes * per_byte;
 }
 
 }  // namespace plait::coll

@@ -5,13 +5,16 @@
 //     every other rank of that host crossing in the same round (8 ranks a host exchanging
 //     with other hosts put 8 flows on one NIC), slowed further by the network's contention
 //     for that pattern (CostParams::host_contention: 1 on a non-blocking network).
-//   - A transfer within a host pays the intra-host alpha and shares the host's memory path
-//     with the host's other ranks copying in the same round.
+//   - A transfer within a host pays the intra-host alpha and, where the host's memory path
+//     is known (CostParams::host_memory_bytes_per_us), shares it with the host's other
+//     ranks copying in the same round.
 //   - The round takes as long as its slowest transfer.
 //
 // A ring step is the exception: the step's critical path walks around the ring, one hop a
 // step, so its latency is the mean over the hops, not the worst (2(p-1) steps of a ring over
-// 16,384 ranks, 8 a host, pay seven intra-host latencies for every inter-host one).
+// 16,384 ranks, 8 a host, pay seven intra-host latencies for every inter-host one); and its
+// hops within a host share the memory path only as far as their copies overlap in time,
+// little where the step's latency dwarfs its copy.
 #pragma once
 
 #include "coll/schedule/hosts.h"
@@ -50,6 +53,9 @@ class HostRounds {
   template <typename Partner>
   Load load(int senders, Partner partner) const;
   double cost(const Load& l, double bytes, double pieces, double contention) const;
+  // Per byte of each of `transfers` transfers within one host at once: the intra link, or
+  // their share of the host's memory path where it is known.
+  double within_per_byte(int transfers) const;
 
   HostLayout layout_;
   CostParams intra_;

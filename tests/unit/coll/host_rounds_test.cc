@@ -1,7 +1,7 @@
 // The cost model's rounds across hosts (coll/select/host_rounds.h): a ring step's latency is
 // the mean over its hops, a round whose partners sit on other hosts puts every crossing rank
-// of a host on its one link, transfers within a host share its memory path, and the
-// network's contention multiplies the crossing time.
+// of a host on its one link, transfers within a host share its memory path where it is known,
+// and the network's contention multiplies the crossing time.
 #include "coll/select/host_rounds.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@ CostParams links() {
   p.beta_bytes_per_us = 5000;
   p.inter_alpha_us = 10;
   p.inter_beta_bytes_per_us = 100;
+  p.host_memory_bytes_per_us = 5000;  // as plait sim's hosts: all in-host copies share it
   return p;
 }
 
@@ -49,6 +50,10 @@ TEST(HostRounds, AHypercubeRoundAcrossHostsSharesTheHostLinkAmongItsRanks) {
   EXPECT_DOUBLE_EQ(h.hypercube(2, 5000, 1), 1 + 4 * 1.0);
   // mask 4, 8: every rank's partner is on another host, 4 flows on each host link.
   EXPECT_DOUBLE_EQ(h.hypercube(8, 5000, 2), 2 * 10 + 4 * 50.0);
+  // A host whose memory path is not known: its cores copy in parallel.
+  CostParams unknown = links();
+  unknown.host_memory_bytes_per_us = 0;
+  EXPECT_DOUBLE_EQ(HostRounds(blocks(16, 4), unknown).hypercube(2, 5000, 1), 1 + 1.0);
 }
 
 TEST(HostRounds, ATreeLevelLoadsOnlyItsSenders) {

@@ -447,6 +447,13 @@ TEST(AlgorithmCostModelHosts, PicksHierarchicalAcrossSlowHostsForLargeMessages) 
                                                              0, 1, 0, 1}}) {
     const Selection s = select_algorithm(call(m, hosts), "", config, two_links());
     ASSERT_NE(s.info, nullptr);
+    if (hosts[1] == 1) {
+      // Dealt round-robin, halving-doubling's only round across hosts is its first (partners
+      // r ^ 1), moving what the hierarchy's does: the two cost the same.
+      EXPECT_TRUE(s.info->algorithm == Algorithm::kHierarchical ||
+                  s.info->algorithm == Algorithm::kHalvingDoubling) << s.reason;
+      continue;
+    }
     EXPECT_EQ(s.info->algorithm, Algorithm::kHierarchical) << s.reason;
   }
 }
@@ -477,14 +484,14 @@ TEST(AlgorithmCostModelHosts, FlatAlgorithmsPayTheInterHostLink) {
   const CollArgs one = call(1 << 20, {});
   const CollArgs two = call(1 << 20, blocks_of(16, 8));
   EXPECT_GT(ring->cost(two, p), 4 * ring->cost(one, p));  // the inter link is 10x slower
-  // Without inter_* set, the inter link is the intra one: what remains is the host's memory
-  // path, shared by the host's 7 ring hops within it, where one host's 15 of 16 share it too
-  // but the model of one host does not count it.
+  // Without inter_* set, the inter link is the intra one.
   CostParams same = p;
   same.inter_alpha_us = 0;
   same.inter_beta_bytes_per_us = 0;
-  EXPECT_GT(ring->cost(two, same), ring->cost(one, same));
-  EXPECT_LT(ring->cost(two, same), 8 * ring->cost(one, same));
+  EXPECT_DOUBLE_EQ(ring->cost(two, same), ring->cost(one, same));
+  // Where the host's memory path is known, the 7 ring hops within a host share it.
+  same.host_memory_bytes_per_us = same.beta_bytes_per_us;
+  EXPECT_GT(ring->cost(two, same), 2 * ring->cost(one, same));
 }
 
 TEST(AlgorithmCostModel, DoubleBinaryTreeBeatsTheRingOnManyRanksWithPipelining) {

@@ -34,7 +34,7 @@ TEST_P(ModelAgainstSimulator, PicksWithinTenPercentOfTheFastest) {
   const auto topology = parse_topology(c.topology);
   const Placement placement{.ranks = c.ranks, .ranks_per_host = c.per_host};
   const SimParams params;
-  const coll::CostParams model = model_params(params, *topology, c.ranks / c.per_host);
+  const coll::CostParams model = model_params(params, *topology, c.ranks / c.per_host, c.per_host);
   for (coll::CollOp op : {coll::CollOp::kAllreduce, coll::CollOp::kAllgather, coll::CollOp::kReduceScatter}) {
     for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20}) {
       coll::CollArgs args;

@@ -140,7 +140,7 @@ ModelPick cost_model_pick(const SimRunOptions& o) {
   ModelPick pick;
   try {
     const coll::Selection s =
-        coll::select_algorithm(args, "", Config{}, sim::model_params(params_from(o.tune_file), *topology, hosts));
+        coll::select_algorithm(args, "", Config{}, sim::model_params(params_from(o.tune_file), *topology, hosts, o.ranks_per_host));
     pick.algo = std::string(coll::to_string(s.info->algorithm));
     pick.reason = s.reason;
   } catch (const Error& e) {

@@ -34,7 +34,7 @@ int run_tune_network(const TuneOptions& options, const std::string& path) {
     throw invalid_usage(std::to_string(options.ranks) + " ranks at " + std::to_string(options.ranks_per_host) +
                         " a host need " + std::to_string(hosts) + " hosts; " + topology->spec() + " has " +
                         std::to_string(topology->hosts()));
-  const sim::Contention c = sim::contention_of(*topology, hosts);
+  const sim::Contention c = sim::contention_of(*topology, hosts, options.ranks_per_host);
 
   transport::TunedCosts previous;
   try {
