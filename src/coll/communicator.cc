@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "coll/communicator_impl.h"
+#include "coll/cost_agreement.h"
 #include "coll/schedule/tags.h"
 #include "coll/segment/segment_setup.h"
 #include "core/config_overlay.h"
@@ -68,6 +69,11 @@ CommunicatorImpl::CommunicatorImpl(std::shared_ptr<transport::Fabric> fabric,
     cost_.inter_beta_bytes_per_us = topology_->inter.beta_bytes_per_us;
     cost_.host_contention = topology_->inter.host_contention;
     cost_.ring_contention = topology_->inter.ring_contention;
+    // A member alone on its host costs in-host transfers with its own TCP link: all take
+    // member 0's parameters, so that all choose alike (cost_agreement.h).
+    if (store_)
+      cost_ = agree_on_cost_params(cost_, rank, *store_, "cost_params/" + std::to_string(comm_id),
+                                   config_.connect_timeout);
   }
   // Ranks of the whole job on this machine against its cores (simulated hosts share them).
   int local_ranks = 0;

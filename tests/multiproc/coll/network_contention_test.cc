@@ -29,6 +29,24 @@ int contention_child() {
 }
 ChildMode contention_mode("network_contention", contention_child);
 
+// Rank 1 alone on its host has no shared-memory link: its own "intra-host" link is TCP. The
+// members must still cost every call alike, or they run different algorithms and hang.
+int uneven_hosts_child() {
+  simulate_hosts();
+  auto comm = Communicator::create(bootstrap_from_env(std::chrono::seconds(30)));
+  for (size_t count : {size_t{1}, size_t{1} << 10, size_t{1} << 16, size_t{1} << 20}) {
+    std::vector<int32_t> mine(count, comm->rank()), all(count * static_cast<size_t>(comm->size()));
+    comm->allgather(mine.data(), all.data(), count, DataType::kI32)->wait();
+    CHECK_OR_FAIL(all.back() == comm->size() - 1, "allgather of %zu: %d", count, all.back());
+    std::vector<float> v(count, 1.0f);
+    comm->allreduce(v.data(), v.data(), count, DataType::kF32, ReduceOp::kSum)->wait();
+    CHECK_OR_FAIL(v[0] == static_cast<float>(comm->size()), "allreduce of %zu: %f", count, v[0]);
+  }
+  std::printf("uneven hosts ok\n");
+  return 0;
+}
+ChildMode uneven_hosts_mode("uneven_hosts", uneven_hosts_child);
+
 std::string tune_file(const std::string& text) {
   char path[] = "/tmp/plait-contention-XXXXXX";
   const int fd = ::mkstemp(path);
@@ -76,6 +94,14 @@ TEST(NetworkContention, AFieldTheNetScopeDoesNotKnowIsRefused) {
   ::unlink(path.c_str());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("unknown field 'contention_at_3'"), std::string::npos) << r.output;
+}
+
+TEST(NetworkContention, MembersAloneOnTheirHostCostCallsAsTheOthersDo) {
+  JobResult r = run_job(3, "uneven_hosts", {{"PLAIT_TEST_HOSTS", "2"}, {"PLAIT_TIMEOUT", "20000"}}, 120);
+  EXPECT_EQ(r.status, 0) << r.output;
+  size_t ok = 0;
+  for (size_t at = 0; (at = r.output.find("uneven hosts ok", at)) != std::string::npos; ++at) ++ok;
+  EXPECT_EQ(ok, 3u) << r.output;
 }
 
 }  // namespace
