@@ -86,15 +86,7 @@ void ShmFabric::write_gathered(int peer, const std::vector<LocalPiece>& pieces, 
     done += n;
   }
   if (pinned) p.regions.unpin(region);
-  if (imm) {
-    Record r;
-    r.type = RecordType::kWriteImm;
-    r.imm = *imm;
-    r.tag = rk.key;
-    r.word = remote_offset;
-    r.arg0 = len;
-    send_record(p, r);
-  }
+  if (imm) announce_write(p, rk.key, remote_offset, len, *imm);
   complete_now(q, OpType::kWrite, peer, len, 0, context);
 }
 

@@ -49,6 +49,16 @@ Error ShmFabric::cma_error(Peer& p, int err, const char* call, const ErrorContex
                       ctx);
 }
 
+void ShmFabric::announce_write(Peer& p, uint64_t key, uint64_t offset, size_t len, uint32_t imm) {
+  Record r;
+  r.type = RecordType::kWriteImm;
+  r.imm = imm;
+  r.tag = key;
+  r.word = offset;
+  r.arg0 = len;
+  send_record(p, r);
+}
+
 void ShmFabric::write(int peer, const void* local, size_t len, const RemoteKey& rk,
                       uint64_t remote_offset, std::optional<uint32_t> imm, CompletionQueue* cq,
                       uint64_t context) {
@@ -71,15 +81,7 @@ void ShmFabric::write(int peer, const void* local, size_t len, const RemoteKey& 
       if (err != 0)
         return complete_now(q, OpType::kWrite, peer, len, 0, context,
                             std::make_shared<const Error>(cma_error(p, err, "process_vm_writev", ctx)));
-      if (imm) {
-        Record r;
-        r.type = RecordType::kWriteImm;
-        r.imm = *imm;
-        r.tag = rk.key;
-        r.word = remote_offset;
-        r.arg0 = len;
-        send_record(p, r);
-      }
+      if (imm) announce_write(p, rk.key, remote_offset, len, *imm);
       return complete_now(q, OpType::kWrite, peer, len, 0, context);
     }
     p.regions.unpin(region);
@@ -178,15 +180,7 @@ bool ShmFabric::step_rma(Transfer& t) {
   }
   t.done += n;
   if (t.done < op.length) return false;
-  if (writing && t.imm) {
-    Record r;
-    r.type = RecordType::kWriteImm;
-    r.imm = *t.imm;
-    r.tag = t.key;
-    r.word = t.remote;
-    r.arg0 = op.length;
-    send_record(p, r);
-  }
+  if (writing && t.imm) announce_write(p, t.key, t.remote, op.length, *t.imm);
   succeed(op);
   return true;
 }

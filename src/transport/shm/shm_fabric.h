@@ -151,6 +151,8 @@ class ShmFabric final : public Fabric, public InlineProgress, private OpLifecycl
   void start_atomic(int peer, uint64_t* result, const RemoteKey& rk, uint64_t offset,
                     bool compare_swap, uint64_t arg0, uint64_t arg1, CompletionQueue* cq,
                     uint64_t context);
+  // A write by cross-memory attach landed: tells the target, which delivers its immediate.
+  void announce_write(Peer& p, uint64_t key, uint64_t offset, size_t len, uint32_t imm);
   void start_fallback_write(Peer& p, const OpRef& op, const RemoteKey& rk, uint64_t offset,
                             std::optional<uint32_t> imm);
   void start_fallback_read(Peer& p, const OpRef& op, const RemoteKey& rk, uint64_t offset);
