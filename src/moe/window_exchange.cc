@@ -64,8 +64,6 @@ void WindowExchange::start(const std::vector<Block>& blocks, BlockKind kind, boo
     const uint32_t imm = encode(call, kind, flag, b.rows);
     if (b.pieces.size() == 1)
       fabric_->write(p, b.pieces[0].data, b.bytes, keys_[p], offset, imm, *sends_, static_cast<uint64_t>(p));
-    else if (b.pieces.empty())
-      fabric_->write(p, nullptr, 0, keys_[p], offset, imm, *sends_, static_cast<uint64_t>(p));
     else
       fabric_->write_gathered(p, b.pieces, keys_[p], offset, imm, *sends_, static_cast<uint64_t>(p));
     ++writes_pending_;

@@ -154,11 +154,8 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
   const auto topology = sim::parse_topology(o.topology);
   const sim::SimParams params = params_from(o.tune_file);
   const OpSpec& spec = op_spec(*parse_bench_op(o.op));
-  coll::CollArgs args;
-  args.op = op;
-  args.dtype = DataType::kF32;
-  args.count = count_for_bytes(spec, o.bytes, o.ranks, args.dtype);
-  args.chunk_count = std::max<size_t>(1, o.chunk_bytes / dtype_size(args.dtype));
+  // replay() sets each rank's size and hosts itself; `applies` reads them here.
+  const coll::CollArgs args = model_call(o);
   const sim::Placement placement{.ranks = o.ranks, .ranks_per_host = o.ranks_per_host};
 
   std::vector<coll::Algorithm> algos;
@@ -172,12 +169,11 @@ std::vector<SimRow> simulate(const SimRunOptions& o) {
     algos.push_back(a);
   }
   const std::string model = cost_model_pick(o).algo;
-  const coll::CollArgs probe = model_call(o);
 
   std::vector<SimRow> rows;
   for (coll::Algorithm a : algos) {
     const coll::AlgorithmInfo* info = coll::find_algorithm(op, a);
-    if (o.algo == "all" && info && info->applies && !info->applies(probe)) continue;
+    if (o.algo == "all" && info && info->applies && !info->applies(args)) continue;
     SimRow row;
     row.algo = std::string(coll::to_string(a));
     const auto started = std::chrono::steady_clock::now();
