@@ -8,6 +8,7 @@
 #   HOSTS=2 PER_HOST=2 LAYOUTS=tp-dp bench/parallel_lm_testbed.sh   # TP within each host
 #   TIMELINE=/tmp/tl bench/parallel_lm_testbed.sh  # plait.torch.timeline: traces, charts,
 #                                                  # exposed comm and bubble in the table
+#   TIMELINE=/tmp/tl BACKENDS=plait REPS=1 bench/parallel_lm_testbed.sh  # recordings alone
 #
 # PER_HOST ranks share each host (consecutive ranks: a tensor-parallel group of --tp 2 stays
 # on one host and talks over shared memory on plait, loopback tcp on gloo; the data-parallel
@@ -30,6 +31,7 @@ LAYOUTS=${LAYOUTS:-"ddp fsdp fsdp-noreshard pp:gpipe pp:1f1b pp:interleaved-1f1b
 EXTRA=${EXTRA:-"--layers 8 --microbatches 8"}
 LAB=${LAB:-../shared/peers/netns_lab.sh}
 TIMELINE=${TIMELINE:-}
+BACKENDS=${BACKENDS:-"plait gloo"}  # plait alone: recordings for plait sim train
 PYTHON=$PWD/.venv/bin/python  # not realpath: the venv is its symlink
 OUT=$(mktemp -d /tmp/plait-lm-testbed.XXXXXX)
 PORT=$((29500 + RANDOM % 200))
@@ -66,7 +68,7 @@ for spec in $LAYOUTS; do
   layout=${spec%%:*}
   schedule=$([ "$spec" != "$layout" ] && echo "${spec#*:}" || true)
   for rep in $(seq 1 "$REPS"); do
-    for backend in plait gloo; do
+    for backend in $BACKENDS; do
       run "$layout-${schedule:-none}-$backend-$rep" "$layout" "$schedule" "$backend"
     done
   done

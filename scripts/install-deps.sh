@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(cmake ninja-build g++ make pkg-config libssl-dev zlib1g-dev libgtest-dev libgmock-dev googletest
-      iproute2 procps python3 python3-dev python3-venv dataset-fashion-mnist bible-kjv libucx-dev ucx-utils)
+      iproute2 procps python3 python3-dev python3-venv dataset-fashion-mnist bible-kjv libucx-dev ucx-utils
+      nlohmann-json3-dev)
 [ $# -gt 0 ] && pkgs=("$@")
 missing=()
 for p in "${pkgs[@]}"; do

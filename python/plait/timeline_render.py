@@ -42,7 +42,11 @@ def perfetto(ranks, path):
                     "queued_us": (c["started"] - c["issued"]) / 1e3,
                     "waiting_for_peers_us": (c["wire"] - c["started"]) / 1e3,
                     "on_wire_us": (c["finished"] - c["wire"]) / 1e3,
-                    "waited_us": sum(e - b for b, e in c["waits"]) / 1e3}
+                    "waited_us": sum(e - b for b, e in c["waits"]) / 1e3,
+                    # What `plait sim train --timeline` replays: the group's global ranks,
+                    # when the call was issued and this rank's waits for it.
+                    "members": c["members"], "issued": us(c["issued"]),
+                    "waits": [[us(b), (e - b) / 1e3] for b, e in c["waits"]]}
             if p2p and c["peer"] >= 0:
                 args["peer"] = c["members"][c["peer"]]
                 args["tag"] = c["tag"]

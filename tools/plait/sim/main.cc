@@ -12,6 +12,7 @@
 #include "plait/error.h"
 #include "plait/sim/plot.h"
 #include "plait/sim/replay.h"
+#include "plait/sim/train.h"
 #include "sim/topology_spec.h"
 
 namespace plait::cli {
@@ -26,6 +27,7 @@ constexpr const char* kUsage =
     "                 [--plot FILE.png]\n"
     "       plait sim topo [SPEC ...] [--json FILE]\n"
     "       plait sim plot RECORDS.json --out FILE.png [--title TEXT]\n"
+    "       plait sim train --layout FILE | --timeline FILE ... (plait sim train --help)\n"
     "OP (allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter):\n"
     "replays the schedules plait's builders make for every rank on the topology (links shared\n"
     "max-min fairly, ranks placed in blocks of M per host) and prints time, busbw, the busiest\n"
@@ -139,6 +141,7 @@ int sim_main(int argc, char** argv) {
     if (args[0] == "topo") return topo_main({args.begin() + 1, args.end()});
     if (args[0] == "sweep") return sim_sweep_main({args.begin() + 1, args.end()});
     if (args[0] == "plot") return plot_main({args.begin() + 1, args.end()});
+    if (args[0] == "train") return sim_train_main({args.begin() + 1, args.end()});
     return sim_run_main(args);
   } catch (const Error& e) {
     // The simulator's errors say "sim: ..." for the library's callers; here the line already

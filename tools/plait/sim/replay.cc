@@ -40,9 +40,9 @@ int to_int(const std::string& option, const std::string& text, int min) {
                       "'");
 }
 
-// Host constants from a `plait tune` file: shm for ranks of one host, tcp (else ucx) for the
-// per-message cost across hosts, host for reductions and copies. The links' rates and
-// latencies are the topology's.
+}  // namespace
+
+// The links' rates and latencies are the topology's.
 sim::SimParams params_from(const std::string& tune_file) {
   sim::SimParams p;
   if (tune_file.empty()) return p;
@@ -59,8 +59,6 @@ sim::SimParams params_from(const std::string& tune_file) {
   us("host", "copy_bytes_per_us", &p.copy_bytes_per_s, 1e6);
   return p;
 }
-
-}  // namespace
 
 std::string sim_temp_file() {
   char path[] = "/tmp/plait-sim-XXXXXX";

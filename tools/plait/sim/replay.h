@@ -39,6 +39,9 @@ struct SimRow {
 
 // Every algorithm plait has for `op` that is a schedule (the simulator can replay it).
 std::vector<std::string> sim_algorithms(const std::string& op);
+// Host constants from a `plait tune` file (empty: the defaults): shm for ranks of one host,
+// tcp (else ucx) for the per-message cost across hosts, host for reductions and copies.
+sim::SimParams params_from(const std::string& tune_file);
 // Throws kInvalidUsage naming the bad option.
 SimRunOptions parse_sim_run_args(const std::vector<std::string>& args);
 // The cost model's choice for the call, as a communicator on that network would make it

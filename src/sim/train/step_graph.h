@@ -1,0 +1,76 @@
+// One training step as `plait sim train` replays it: each rank's thread runs a program in
+// order (compute for a while, issue a call, wait for a call), and the calls are plait's
+// collectives over groups of global ranks or point-to-point messages. Where a recording or a
+// layout description becomes this is timeline_input.h and layout.h; the replay is
+// train_replay.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coll/schedule/schedule.h"
+
+namespace plait::sim::train {
+
+struct Call {
+  std::string name;  // what the critical path calls it: "allreduce grads layer 3"
+  // A collective over `members`, or a message from members[0] to members[1] (p2p).
+  bool p2p = false;
+  coll::CollOp op = coll::CollOp::kAllreduce;
+  std::vector<int> members;  // global ranks, in group order
+  // As plait bench counts them: the buffer (allreduce, broadcast, reduce), every rank's
+  // blocks together (allgather, reduce_scatter, alltoall), the message (p2p).
+  uint64_t bytes = 0;
+  DataType dtype = DataType::kF32;
+  // The schedule it runs; `chosen` false: the cost model picks, as a communicator on that
+  // network would.
+  coll::Algorithm algorithm = coll::Algorithm::kRing;
+  bool chosen = false;
+  int root = 0;  // a group rank
+  // Calls of one group run one after another on each member, in the order it issues them
+  // (a communicator's queue); -1: none (p2p messages).
+  int group = -1;
+};
+
+enum class TaskKind : uint8_t {
+  kCompute,  // `seconds` on the rank's compute stream
+  kIssue,    // hands `call` over; the thread goes on
+  kWait,     // blocks until `call` is done on this rank
+};
+
+struct Task {
+  TaskKind kind = TaskKind::kCompute;
+  uint32_t label = 0;  // kCompute: StepGraph::labels[label]
+  int32_t call = -1;
+  double seconds = 0;
+};
+
+struct StepGraph {
+  int ranks = 0;
+  std::vector<Call> calls;
+  std::vector<std::vector<Task>> programs;  // by global rank
+  std::vector<std::string> labels;          // what compute tasks are ("F mb 3")
+
+  // Appends to `rank`'s program.
+  void compute(int rank, const std::string& label, double seconds);
+  void issue(int rank, int call);
+  void wait(int rank, int call);
+  int add_call(Call call);
+
+ private:
+  std::unordered_map<std::string, uint32_t> label_ids_;
+};
+
+// Ops whose bytes are every member's blocks together (allgather, reduce_scatter, alltoall,
+// gather, scatter): their bytes divide by the member count.
+bool bytes_are_blocks(coll::CollOp op);
+
+// Throws kInvalidUsage naming the rank and call where: a program issues a call it is not a
+// member of, issues it twice or not at all, waits for one before issuing it, a member never
+// issues a call, a p2p call has other than two distinct members, a rank is out of range, a
+// duration is negative, or a call's bytes do not divide among its members as its op needs.
+void check(const StepGraph& graph);
+
+}  // namespace plait::sim::train

@@ -1,0 +1,381 @@
+#include "sim/train/train_replay.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <queue>
+#include <unordered_map>
+
+#include "plait/error.h"
+#include "sim/flow_network.h"
+#include "sim/pair_fifo.h"
+
+namespace plait::sim::train {
+namespace {
+
+enum class EventKind : uint8_t { kReady, kDone, kFlowStart };
+
+struct Event {
+  double time;
+  uint64_t order;  // FIFO among equal times: runs are deterministic
+  uint32_t id;     // a node, or for kFlowStart a message
+  EventKind kind;
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : order > o.order;
+  }
+};
+
+struct NodeState {
+  double ready = -1;
+  double done = -1;
+  NodeId cause = kNoNode;  // what its start or end waited for last
+};
+
+struct MessageState {
+  double arrived = -1;
+  int subflows_left = 0;
+};
+
+class StepReplay {
+ public:
+  StepReplay(const Topology& t, const StepGraph& g, const StepDag& dag, const DagOptions& o,
+             const std::vector<double>& tokens)
+      : topology_(t), graph_(g), dag_(dag), options_(o), states_(dag.nodes.size()),
+        deps_left_(dag.deps), messages_(dag.messages.size()), network_(capacities(t)),
+        core_free_(g.ranks, 0.0), core_last_(g.ranks, kNoNode) {
+    for (size_t l = 0; l < t.links().size(); ++l)
+      if (t.links()[l].burst_bytes > 0)
+        network_.set_bucket(static_cast<int>(l), t.links()[l].burst_bytes,
+                            t.links()[l].peak_bytes_per_s, tokens.empty() ? 0 : tokens[l]);
+  }
+
+  bool shaped() const {
+    for (const Link& l : topology_.links())
+      if (l.burst_bytes > 0) return true;
+    return false;
+  }
+
+  std::vector<double> end_tokens() {
+    std::vector<double> out(topology_.links().size());
+    for (size_t l = 0; l < out.size(); ++l) out[l] = network_.tokens(static_cast<int>(l));
+    return out;
+  }
+
+  TrainResult run() {
+    for (NodeId n = 0; n < dag_.nodes.size(); ++n)
+      if (deps_left_[n] == 0) push(0, EventKind::kReady, n);
+    while (true) {
+      if (!events_.empty() && events_.top().time <= network_.now()) {
+        const Event e = events_.top();
+        events_.pop();
+        handle(e);
+        continue;
+      }
+      if (std::vector<int> done = network_.take_finished(); !done.empty()) {
+        for (int f : done) subflow_done(f, network_.now());
+        continue;
+      }
+      const double t_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
+      const double t_flow = network_.next_finish();
+      if (t_event == FlowNetwork::kNever && t_flow == FlowNetwork::kNever) break;
+      const double t = std::min(t_flow, t_event);
+      network_.advance(t);
+      for (int f : network_.take_finished()) subflow_done(f, t);
+      if (network_.solved() > options_.sim.max_flows_solved)
+        throw invalid_usage("sim train: the replay stopped at " +
+                            std::to_string(network_.now() * 1e3) +
+                            " ms of the step: its flows share links so widely that re-solving "
+                            "their rates took over " +
+                            std::to_string(static_cast<long long>(options_.sim.max_flows_solved)) +
+                            " flows (a larger chunk, or fewer ranks)");
+    }
+    check_all_done();
+    network_.advance(std::max(network_.now(), end_));
+    return result();
+  }
+
+ private:
+  static std::vector<double> capacities(const Topology& t) {
+    std::vector<double> c;
+    for (const Link& l : t.links()) c.push_back(l.bytes_per_s);
+    return c;
+  }
+
+  void push(double t, EventKind kind, uint32_t id) { events_.push({t, order_++, id, kind}); }
+
+  int host(int rank) const { return options_.placement.host_of(rank); }
+
+  void handle(const Event& e) {
+    switch (e.kind) {
+      case EventKind::kReady: return ready(e.id, e.time);
+      case EventKind::kDone: return done(e.id, e.time);
+      case EventKind::kFlowStart: return flow_start(static_cast<int>(e.id));
+    }
+  }
+
+  void on_core(NodeId n, double at) {
+    const int r = dag_.nodes[n].rank;
+    if (core_free_[r] > at) {
+      states_[n].cause = core_last_[r];
+      at = core_free_[r];
+    }
+    core_free_[r] = at + dag_.nodes[n].seconds;
+    core_last_[r] = n;
+    push(core_free_[r], EventKind::kDone, n);
+  }
+
+  void ready(NodeId n, double t) {
+    states_[n].ready = t;
+    const Node& node = dag_.nodes[n];
+    switch (node.kind) {
+      case NodeKind::kTask:  // the thread is the chain of tasks: nothing else holds it
+        return push(t + node.seconds, EventKind::kDone, n);
+      case NodeKind::kJoin:
+        return push(t, EventKind::kDone, n);
+      case NodeKind::kLocal:
+        return on_core(n, t);
+      case NodeKind::kRecv:
+      case NodeKind::kRecvReduce:
+        return maybe_received(n);
+      case NodeKind::kSend: {
+        const bool local = host(node.rank) == host(node.peer);
+        double latency = 0;
+        if (!local) {
+          std::vector<Path> paths =
+              topology_.route(host(node.rank), host(node.peer), static_cast<uint64_t>(node.message));
+          for (int l : paths[0].links) latency += topology_.links()[l].latency_s;
+          routes_[node.message] = std::move(paths);
+        }
+        const double alpha = local ? options_.sim.intra_alpha_s : options_.sim.alpha_s;
+        return push(t + alpha + latency, EventKind::kFlowStart, static_cast<uint32_t>(node.message));
+      }
+    }
+  }
+
+  uint64_t fifo_key(const Node& send) const {
+    const uint64_t ranks = static_cast<uint64_t>(graph_.ranks);
+    return (static_cast<uint64_t>(send.call) * ranks + send.rank) * ranks + send.peer;
+  }
+
+  void flow_start(int message) {
+    const Node& send = dag_.nodes[dag_.messages[message].send];
+    if (fifo_.admit(fifo_key(send), message)) begin_flow(message);
+  }
+
+  void begin_flow(int message) {
+    const Node& send = dag_.nodes[dag_.messages[message].send];
+    auto it = routes_.find(message);
+    if (it == routes_.end()) {  // ranks of one host: its memory path
+      messages_[message].subflows_left = 1;
+      add_subflow(message, send.bytes, {memory_path(host(send.rank))});
+      return;
+    }
+    const std::vector<Path> paths = std::move(it->second);
+    routes_.erase(it);
+    messages_[message].subflows_left = static_cast<int>(paths.size());
+    for (const Path& p : paths) add_subflow(message, send.bytes * p.share, p.links);
+    network_bytes_ += send.bytes;
+  }
+
+  void add_subflow(int message, double bytes, std::vector<int> links) {
+    const int f = network_.add(bytes, std::move(links));
+    if (static_cast<size_t>(f) >= flow_message_.size()) flow_message_.resize(f + 1, -1);
+    flow_message_[f] = message;
+  }
+
+  int memory_path(int h) {
+    auto [it, added] = memory_paths_.try_emplace(h, -1);
+    if (added) it->second = network_.add_link(options_.sim.intra_bytes_per_s);
+    return it->second;
+  }
+
+  void subflow_done(int flow, double t) {
+    const int message = flow_message_[flow];
+    if (--messages_[message].subflows_left > 0) return;
+    messages_[message].arrived = t;
+    const Message& m = dag_.messages[message];
+    push(t, EventKind::kDone, m.send);
+    maybe_received(m.recv);
+    const int next = fifo_.release(fifo_key(dag_.nodes[m.send]));
+    if (next >= 0) begin_flow(next);
+  }
+
+  void maybe_received(NodeId n) {
+    NodeState& s = states_[n];
+    const Node& node = dag_.nodes[n];
+    const MessageState& m = messages_[node.message];
+    if (s.ready < 0 || m.arrived < 0) return;
+    double at = s.ready;
+    if (m.arrived > at) {
+      at = m.arrived;
+      s.cause = dag_.messages[node.message].send;
+    }
+    if (node.kind == NodeKind::kRecv) return push(at, EventKind::kDone, n);
+    on_core(n, at);
+  }
+
+  void done(NodeId n, double t) {
+    states_[n].done = t;
+    for (uint32_t i = dag_.dependents_at[n]; i < dag_.dependents_at[n + 1]; ++i) {
+      const NodeId d = dag_.dependents[i];
+      states_[d].cause = n;  // nodes finish in time order: the last one is what it waited for
+      if (--deps_left_[d] == 0) push(t, EventKind::kReady, d);
+    }
+    if (t >= end_) end_ = t, end_node_ = n;
+  }
+
+  std::string describe(NodeId n) const {
+    const Node& node = dag_.nodes[n];
+    std::string out = "rank " + std::to_string(node.rank) + " ";
+    if (node.kind == NodeKind::kTask) {
+      const Task& t = graph_.programs[node.rank][node.index];
+      if (t.kind == TaskKind::kCompute) return out + graph_.labels[t.label];
+      return out + (t.kind == TaskKind::kIssue ? "issues " : "waits for ") +
+             graph_.calls[t.call].name;
+    }
+    const Call& c = graph_.calls[node.call];
+    out += c.name + " (" + dag_.algorithms[node.call] + ")";
+    if (node.kind == NodeKind::kSend) out += " sends to " + std::to_string(node.peer);
+    if (node.kind == NodeKind::kRecv || node.kind == NodeKind::kRecvReduce)
+      out += " receives from " + std::to_string(node.peer);
+    return out;
+  }
+
+  // A node not done once nothing is left to happen: ranks wait for each other in a cycle.
+  void check_all_done() const {
+    for (int r = 0; r < graph_.ranks; ++r) {
+      NodeId stuck = kNoNode;
+      for (NodeId n = dag_.last_task[r]; n != kNoNode && states_[n].done < 0;) {
+        stuck = n;
+        const uint32_t i = dag_.nodes[n].index;
+        n = i == 0 ? kNoNode : n - 1;  // a rank's tasks are consecutive nodes
+      }
+      if (stuck == kNoNode) continue;
+      const Task& t = graph_.programs[r][dag_.nodes[stuck].index];
+      throw invalid_usage(
+          "sim train: deadlock: " + describe(stuck) + " (task " +
+          std::to_string(dag_.nodes[stuck].index) + ") never " +
+          (t.kind == TaskKind::kWait ? "ends" : "starts") +
+          ": its calls wait for calls of other ranks that wait for it (a group's calls issued "
+          "in different orders on its members?)");
+    }
+  }
+
+  // Consecutive nodes of one call on one rank are one line of the critical path.
+  std::vector<std::string> critical_path() const {
+    struct Span {
+      NodeId first, last;
+    };
+    std::vector<Span> spans;
+    for (NodeId n = end_node_; n != kNoNode; n = states_[n].cause) {
+      const Node& node = dag_.nodes[n];
+      if (node.kind == NodeKind::kJoin) continue;
+      const bool task = node.kind == NodeKind::kTask;
+      if (!task && !spans.empty()) {
+        const Node& prev = dag_.nodes[spans.back().first];
+        if (prev.kind != NodeKind::kTask && prev.call == node.call && prev.rank == node.rank) {
+          spans.back().first = n;
+          continue;
+        }
+      }
+      if (task && node.seconds == 0) continue;  // issue and wait markers
+      spans.push_back({n, n});
+      if (spans.size() > 200) break;
+    }
+    std::vector<std::string> out;
+    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+      const Node& first = dag_.nodes[it->first];
+      std::string line = describe(it->first);
+      if (first.kind != NodeKind::kTask)
+        line = "rank " + std::to_string(first.rank) + " " + graph_.calls[first.call].name + " (" +
+               dag_.algorithms[first.call] + ")";
+      const double from = first.kind == NodeKind::kTask ? states_[it->first].ready
+                                                        : states_[it->first].ready;
+      char at[64];
+      std::snprintf(at, sizeof at, ": %.3f-%.3f ms", from * 1e3, states_[it->last].done * 1e3);
+      out.push_back(line + at);
+    }
+    return out;
+  }
+
+  TrainResult result() {
+    TrainResult out;
+    out.step_s = end_;
+    out.messages = dag_.messages.size();
+    out.network_bytes = network_bytes_;
+    out.algorithms = dag_.algorithms;
+    out.nodes = dag_.nodes.size();
+    const std::vector<double>& carried = network_.link_bytes();
+    out.link_bytes.assign(carried.begin(), carried.begin() + topology_.links().size());
+    ReplayResult r;
+    r.time_s = end_;
+    r.link_bytes = out.link_bytes;
+    find_bottleneck(topology_, &r);
+    out.busiest_link = r.bottleneck_link;
+    out.busiest_busy = r.bottleneck_busy;
+    out.critical_path = critical_path();
+    breakdown(&out);
+    return out;
+  }
+
+  // A wait's time before the call was on the wire (every member past its gate) is bubble,
+  // the rest exposed communication.
+  void breakdown(TrainResult* out) const {
+    out->ranks.resize(graph_.ranks);
+    for (NodeId n = 0; n < dag_.nodes.size(); ++n) {
+      const Node& node = dag_.nodes[n];
+      if (node.kind != NodeKind::kTask) continue;
+      RankTime& rt = out->ranks[node.rank];
+      rt.end_s = std::max(rt.end_s, states_[n].done);
+      const Task& t = graph_.programs[node.rank][node.index];
+      if (t.kind == TaskKind::kCompute) {
+        rt.compute_s += t.seconds;
+        continue;
+      }
+      if (t.kind != TaskKind::kWait) continue;
+      const double begin = node.index == 0 ? 0 : states_[n - 1].done;
+      const double end = states_[n].done;
+      double wire = 0;
+      for (const CallEnds& e : dag_.ends[t.call]) wire = std::max(wire, states_[e.gate].done);
+      const double split = std::clamp(wire, begin, end);
+      rt.bubble_s += split - begin;
+      rt.exposed_s += end - split;
+    }
+    for (RankTime& rt : out->ranks)
+      rt.idle_s = std::max(0.0, out->step_s - rt.compute_s - rt.exposed_s - rt.bubble_s);
+  }
+
+  const Topology& topology_;
+  const StepGraph& graph_;
+  const StepDag& dag_;
+  const DagOptions options_;
+  std::vector<NodeState> states_;
+  std::vector<uint32_t> deps_left_;
+  std::vector<MessageState> messages_;
+  FlowNetwork network_;
+  std::vector<double> core_free_;
+  std::vector<NodeId> core_last_;
+  std::unordered_map<int, std::vector<Path>> routes_;  // by message, until its flows start
+  std::unordered_map<int, int> memory_paths_;          // by host
+  std::vector<int> flow_message_;
+  PairFifo fifo_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t order_ = 0;
+  double network_bytes_ = 0;
+  double end_ = 0;
+  NodeId end_node_ = kNoNode;
+};
+
+}  // namespace
+
+TrainResult replay_step(const Topology& topology, const StepGraph& graph,
+                        const DagOptions& options) {
+  const StepDag dag = build_dag(topology, graph, options);
+  StepReplay first(topology, graph, dag, options, {});
+  TrainResult result = first.run();
+  // Steps run back to back: on shaped links the second step starts with what the first left
+  // in the buckets, and stands for the loop (full_replay.cc does the same for a call).
+  if (!first.shaped()) return result;
+  return StepReplay(topology, graph, dag, options, first.end_tokens()).run();
+}
+
+}  // namespace plait::sim::train

@@ -1,0 +1,248 @@
+#include "plait/sim/train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/config.h"
+#include "plait/error.h"
+#include "plait/sim/replay.h"
+#include "sim/topology_spec.h"
+#include "sim/train/layout.h"
+#include "sim/train/timeline_input.h"
+#include "sim/train/train_replay.h"
+
+namespace plait::cli {
+namespace {
+
+struct TrainOptions {
+  std::string layout, timeline, topology, tune, json;
+  int step = -1;
+  int ranks = 0;
+  int ranks_per_host = 1;
+  size_t chunk_bytes = size_t{1} << 20;
+  bool sweep = false;
+  int path_lines = 12;
+};
+
+int positive(const std::string& option, const std::string& text) {
+  try {
+    size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw invalid_usage("sim train: " + option + " takes a whole number, not '" + text + "'");
+}
+
+TrainOptions parse(const std::vector<std::string>& args) {
+  TrainOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 == args.size()) throw invalid_usage("sim train: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--layout") o.layout = value();
+    else if (a == "--timeline") o.timeline = value();
+    else if (a == "--step") o.step = positive(a, value());
+    else if (a == "--topology") o.topology = value();
+    else if (a == "--ranks") o.ranks = positive(a, value());
+    else if (a == "--ranks-per-host") o.ranks_per_host = std::max(1, positive(a, value()));
+    else if (a == "--chunk") o.chunk_bytes = parse_bytes(value());
+    else if (a == "--tune") o.tune = value();
+    else if (a == "--json") o.json = value();
+    else if (a == "--path") o.path_lines = positive(a, value());
+    else if (a == "--sweep") o.sweep = true;
+    else throw invalid_usage("sim train: unknown option '" + a + "'");
+  }
+  if (o.layout.empty() == o.timeline.empty())
+    throw invalid_usage("sim train: give --layout FILE or --timeline FILE");
+  if (o.topology.empty()) throw invalid_usage("sim train: --topology SPEC is required");
+  if (o.sweep && o.layout.empty()) throw invalid_usage("sim train: --sweep varies a --layout");
+  return o;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw invalid_usage("sim train: no file " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// min / median / max of one field over the ranks.
+std::string spread(const sim::train::TrainResult& r, double sim::train::RankTime::*field) {
+  std::vector<double> v;
+  for (const auto& rt : r.ranks) v.push_back(rt.*field * 1e3);
+  std::sort(v.begin(), v.end());
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%9.2f %9.2f %9.2f", v.front(), v[(v.size() - 1) / 2], v.back());
+  return buf;
+}
+
+double median_of(const sim::train::TrainResult& r, double sim::train::RankTime::*field) {
+  std::vector<double> v;
+  for (const auto& rt : r.ranks) v.push_back(rt.*field);
+  std::nth_element(v.begin(), v.begin() + (v.size() - 1) / 2, v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+std::string link_text(const sim::Topology& t, const sim::train::TrainResult& r) {
+  if (r.busiest_link < 0) return "none (no byte crossed a host)";
+  const sim::Link& l = t.links()[r.busiest_link];
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%d->%d (%s %d), busy %.0f %% of the step", l.from, l.to,
+                l.from < t.hosts() ? "host" : "switch", l.from, r.busiest_busy * 100);
+  return buf;
+}
+
+void report(const sim::Topology& t, const sim::train::TrainResult& r, int path_lines) {
+  std::printf("step %.3f ms   (%zu tasks and schedule steps, %zu messages, %.1f MB across hosts)\n",
+              r.step_s * 1e3, r.nodes, r.messages, r.network_bytes / 1e6);
+  std::printf("%-22s %9s %9s %9s\n", "ms, over the ranks:", "min", "median", "max");
+  std::printf("%-22s %s\n", "compute", spread(r, &sim::train::RankTime::compute_s).c_str());
+  std::printf("%-22s %s\n", "exposed communication", spread(r, &sim::train::RankTime::exposed_s).c_str());
+  std::printf("%-22s %s\n", "bubble", spread(r, &sim::train::RankTime::bubble_s).c_str());
+  std::printf("%-22s %s\n", "idle at the end", spread(r, &sim::train::RankTime::idle_s).c_str());
+  std::printf("busiest link: %s\n", link_text(t, r).c_str());
+  std::printf("critical path (%zu segments%s):\n", r.critical_path.size(),
+              static_cast<int>(r.critical_path.size()) > path_lines ? ", the last ones" : "");
+  const size_t from = r.critical_path.size() > static_cast<size_t>(path_lines)
+                          ? r.critical_path.size() - path_lines : 0;
+  for (size_t i = from; i < r.critical_path.size(); ++i)
+    std::printf("  %s\n", r.critical_path[i].c_str());
+}
+
+std::string describe(const sim::train::Layout& l) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "dp %d x tp %d x pp %d%s, %s%s, %d microbatches", l.dp, l.tp,
+                l.pp, l.ep > 1 ? (" (ep " + std::to_string(l.ep) + ")").c_str() : "",
+                l.schedule.c_str(), l.chunks > 1 ? (" v=" + std::to_string(l.chunks)).c_str() : "",
+                l.microbatches());
+  return buf;
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int k = 1; k <= n; ++k)
+    if (n % k == 0) d.push_back(k);
+  return d;
+}
+
+int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topology& t,
+          const sim::train::DagOptions& dag) {
+  const int n = o.ranks > 0 ? o.ranks : base.ranks();
+  struct Row {
+    sim::train::Layout layout;
+    sim::train::TrainResult result;
+    double seconds = 0;
+  };
+  std::vector<Row> rows;
+  std::ofstream json;
+  if (!o.json.empty()) json.open(o.json, std::ios::app);
+  for (int tp : divisors(std::min(n, o.ranks_per_host)))
+    for (int pp : divisors(n / tp)) {
+      if (n % (tp * pp) != 0) continue;
+      const int dp = n / (tp * pp);
+      const int ep = dp % base.ep == 0 ? base.ep : 1;
+      std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
+      if (pp > 1) schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}};
+      for (const auto& [schedule, chunks] : schedules) {
+        Row row;
+        try {
+          row.layout = sim::train::with_degrees(base, dp, tp, pp, ep, schedule, chunks);
+        } catch (const Error&) {
+          continue;  // does not divide: not a layout of this job
+        }
+        const auto started = std::chrono::steady_clock::now();
+        row.result = sim::train::replay_step(t, sim::train::layout_step(row.layout), dag);
+        row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        std::printf("%-52s %10.2f ms  (replayed in %.1f s)\n", describe(row.layout).c_str(),
+                    row.result.step_s * 1e3, row.seconds);
+        std::fflush(stdout);
+        if (json) {
+          char line[512];
+          std::snprintf(line, sizeof line,
+                        "{\"topology\": \"%s\", \"ranks\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, "
+                        "\"ep\": %d, \"schedule\": \"%s\", \"chunks\": %d, \"microbatches\": %d, "
+                        "\"step_s\": %.6g, \"compute_s\": %.6g, \"exposed_s\": %.6g, "
+                        "\"bubble_s\": %.6g, \"busiest_busy\": %.4g, \"replay_s\": %.3g}\n",
+                        t.spec().c_str(), n, dp, tp, pp, ep, schedule.c_str(), chunks,
+                        row.layout.microbatches(), row.result.step_s,
+                        median_of(row.result, &sim::train::RankTime::compute_s),
+                        median_of(row.result, &sim::train::RankTime::exposed_s),
+                        median_of(row.result, &sim::train::RankTime::bubble_s),
+                        row.result.busiest_busy, row.seconds);
+          json << line;
+        }
+        rows.push_back(std::move(row));
+      }
+    }
+  if (rows.empty()) throw invalid_usage("sim train: no layout of " + std::to_string(n) + " ranks fits this job");
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.result.step_s < b.result.step_s; });
+  std::printf("\n%-52s %10s %9s %9s %9s %7s\n", "layout (fastest first)", "step ms", "compute",
+              "exposed", "bubble", "link");
+  for (const Row& r : rows)
+    std::printf("%-52s %10.2f %9.2f %9.2f %9.2f %6.0f%%\n", describe(r.layout).c_str(),
+                r.result.step_s * 1e3, median_of(r.result, &sim::train::RankTime::compute_s) * 1e3,
+                median_of(r.result, &sim::train::RankTime::exposed_s) * 1e3,
+                median_of(r.result, &sim::train::RankTime::bubble_s) * 1e3,
+                r.result.busiest_busy * 100);
+  std::printf("best: %s, %.2f ms a step\n", describe(rows[0].layout).c_str(),
+              rows[0].result.step_s * 1e3);
+  return 0;
+}
+
+}  // namespace
+
+int sim_train_main(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      std::fputs(
+          "usage: plait sim train --layout FILE | --timeline FILE [--step K]\n"
+          "                       --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]\n"
+          "                       [--sweep [--ranks N]] [--json FILE] [--path LINES]\n"
+          "One training step replayed on a modelled network: every rank's compute, and the\n"
+          "schedules of its collectives and pipeline messages sharing links max-min. --layout:\n"
+          "a JSON description of the model and its degrees (docs/sim.md); --timeline: a trace\n"
+          "plait.torch.timeline recorded (PATH.json), the recorded step of median length or\n"
+          "--step K. Prints the step time, compute, exposed communication and bubble over the\n"
+          "ranks, the busiest link and the critical path. --sweep: every dp x tp x pp of N ranks\n"
+          "(tp within a host) and schedule for the layout's model, fastest first.\n",
+          stdout);
+      return 0;
+    }
+  const TrainOptions o = parse(args);
+  const auto topology = sim::parse_topology(o.topology);
+  sim::train::DagOptions dag;
+  dag.sim = params_from(o.tune);
+  dag.placement.ranks_per_host = o.ranks_per_host;
+  dag.chunk_bytes = o.chunk_bytes;
+  if (!o.layout.empty()) {
+    const sim::train::Layout layout =
+        sim::train::parse_layout(read_file(o.layout), o.sweep ? 0 : o.ranks);
+    if (o.sweep) return sweep(o, layout, *topology, dag);
+    dag.placement.ranks = layout.ranks();
+    std::printf("plait sim train: %s, %s on %s, %d a host\n", o.layout.c_str(),
+                describe(layout).c_str(), topology->spec().c_str(), o.ranks_per_host);
+    report(*topology, sim::train::replay_step(*topology, sim::train::layout_step(layout), dag),
+           o.path_lines);
+    return 0;
+  }
+  const sim::train::RecordedStep recorded = sim::train::read_timeline(read_file(o.timeline), o.step);
+  dag.placement.ranks = recorded.graph.ranks;
+  std::printf("plait sim train: %s, step %d of %d, %d ranks on %s, %d a host\n",
+              o.timeline.c_str(), recorded.step, recorded.steps, recorded.graph.ranks,
+              topology->spec().c_str(), o.ranks_per_host);
+  const sim::train::TrainResult r = sim::train::replay_step(*topology, recorded.graph, dag);
+  report(*topology, r, o.path_lines);
+  std::printf("measured %.3f ms, replayed %.3f ms (%+.1f %%)\n", recorded.measured_s * 1e3,
+              r.step_s * 1e3, (r.step_s / recorded.measured_s - 1) * 100);
+  return 0;
+}
+
+}  // namespace plait::cli

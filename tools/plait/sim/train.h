@@ -1,0 +1,15 @@
+// `plait sim train`: one training step replayed on a modelled network (src/sim/train).
+//
+//   plait sim train --layout FILE | --timeline FILE [--step K]
+//                   --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]
+//                   [--sweep [--ranks N]] [--json FILE] [--path LINES]
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace plait::cli {
+
+int sim_train_main(const std::vector<std::string>& args);
+
+}  // namespace plait::cli
