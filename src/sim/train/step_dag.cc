@@ -172,22 +172,12 @@ class DagBuilder {
       edge(r, ends[1].done);
       sends[{send.rank, send.peer}].push_back(s);
       recvs.push_back(r);
+    } else if (one_host(call)) {
+      load_host_call(c);
+      return;
     } else {
       coll::CollArgs args = args_of(call);
-      const coll::AlgorithmInfo* info = nullptr;
-      if (call.chosen) {
-        info = coll::find_algorithm(call.op, call.algorithm);
-        if (!info || !info->build || (info->applies && !info->applies(args)))
-          throw invalid_usage("sim train: call " + std::to_string(c) + " (" + call.name +
-                              "): no " + std::string(coll::to_string(call.algorithm)) + " " +
-                              std::string(coll::to_string(call.op)) + " of this shape");
-      } else {
-        info = pick(call, args);
-      }
-      if (!info->build)  // the segment algorithm has no schedule to replay
-        throw invalid_usage("sim train: call " + std::to_string(c) + " (" + call.name + "): " +
-                            std::string(coll::to_string(info->algorithm)) +
-                            " is not a schedule; force another algorithm");
+      const coll::AlgorithmInfo* info = info_of(c, args);
       dag_.algorithms[c] = std::string(coll::to_string(info->algorithm));
       const size_t elem = dtype_size(call.dtype);
       for (size_t pos = 0; pos < call.members.size(); ++pos) {
@@ -222,6 +212,59 @@ class DagBuilder {
       }
     }
     pair_messages(c, sends, recvs);
+  }
+
+  bool one_host(const Call& c) const {
+    for (int m : c.members)
+      if (options_.placement.host_of(m) != options_.placement.host_of(c.members[0])) return false;
+    return c.members.size() > 1;
+  }
+
+  const coll::AlgorithmInfo* info_of(int c, const coll::CollArgs& args) {
+    const Call& call = graph_.calls[c];
+    const coll::AlgorithmInfo* info = nullptr;
+    if (call.chosen) {
+      info = coll::find_algorithm(call.op, call.algorithm);
+      if (!info || !info->build || (info->applies && !info->applies(args)))
+        throw invalid_usage("sim train: call " + std::to_string(c) + " (" + call.name +
+                            "): no " + std::string(coll::to_string(call.algorithm)) + " " +
+                            std::string(coll::to_string(call.op)) + " of this shape");
+    } else {
+      info = pick(call, args);
+    }
+    if (!info->build)  // the segment algorithm has no schedule to replay
+      throw invalid_usage("sim train: call " + std::to_string(c) + " (" + call.name + "): " +
+                          std::string(coll::to_string(info->algorithm)) +
+                          " is not a schedule; force another algorithm");
+    return info;
+  }
+
+  // One node for the call, after every member's gate and before every member's end.
+  void load_host_call(int c) {
+    const Call& call = graph_.calls[c];
+    const coll::CollArgs args = args_of(call);
+    const coll::AlgorithmInfo* info = info_of(c, args);
+    dag_.algorithms[c] = std::string(coll::to_string(info->algorithm));
+    const auto key = std::make_tuple(static_cast<int>(call.op), call.bytes,
+                                     static_cast<int>(call.members.size()),
+                                     static_cast<int>(info->algorithm),
+                                     static_cast<int>(call.dtype), call.root);
+    auto [it, added] = host_call_seconds_.try_emplace(key, 0.0);
+    if (added) {
+      const Placement alone{.ranks = static_cast<int>(call.members.size()),
+                            .ranks_per_host = static_cast<int>(call.members.size())};
+      it->second = replay(topology_, alone, args, info->algorithm, options_.sim).time_s;
+    }
+    Node body;
+    body.kind = NodeKind::kHostCall;
+    body.rank = call.members[0];
+    body.call = c;
+    body.seconds = it->second;
+    const NodeId id = add(body);
+    for (const CallEnds& e : dag_.ends[c]) {
+      edge(e.gate, id);
+      edge(id, e.done);
+    }
   }
 
   // The k-th send from a to b within a call pairs with b's k-th receive from a.
@@ -268,6 +311,7 @@ class DagBuilder {
   std::vector<std::tuple<NodeId, int, int>> waits_;  // (wait task, call, position)
   std::unordered_map<int, std::unordered_map<int, int>> positions_;
   std::map<std::tuple<int, uint64_t, int, int, int, int>, const coll::AlgorithmInfo*> picks_;
+  std::map<std::tuple<int, uint64_t, int, int, int, int>, double> host_call_seconds_;
 };
 
 }  // namespace

@@ -3,6 +3,12 @@
 // the schedule plait's builder gives that member (its peers mapped to global ranks), behind a
 // gate (the member issued it, and its group's call before it is done there) and ahead of a
 // join (done on that member). A send and the receive it pairs with are one message.
+//
+// A collective whose members all sit on one host crosses no network link: it is one node of
+// the time its schedule takes alone on that host (replay.h), which is exact while it has the
+// host's memory path to itself (tensor parallelism within a host, with the data-parallel and
+// pipeline traffic crossing hosts), and keeps a step of 16,384 ranks to a size this machine
+// replays (tensor-parallel allreduces are most of a step's schedule steps).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,9 @@ enum class NodeKind : uint8_t {
   kRecv,        // its message from `peer` arrived
   kRecvReduce,  // then `seconds` on the rank's core
   kLocal,       // a copy or reduction: `seconds` on the rank's core
+  // A call whose members share one host, as a whole: `seconds`, its schedule's time replayed
+  // alone on the host's memory path (once per shape), from when every member has started it.
+  kHostCall,
 };
 
 struct Node {

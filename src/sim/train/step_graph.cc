@@ -46,6 +46,8 @@ void check(const StepGraph& g) {
   if (static_cast<int>(g.programs.size()) != g.ranks)
     bad(std::to_string(g.programs.size()) + " programs for " + std::to_string(g.ranks) +
         " ranks");
+  if (!g.starts.empty() && static_cast<int>(g.starts.size()) != g.ranks)
+    bad(std::to_string(g.starts.size()) + " start times for " + std::to_string(g.ranks) + " ranks");
   // By call: the position in `members` of each rank (-1: not a member), filled lazily.
   std::vector<std::unordered_map<int, int>> position(g.calls.size());
   for (size_t c = 0; c < g.calls.size(); ++c) {

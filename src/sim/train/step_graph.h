@@ -52,6 +52,9 @@ struct StepGraph {
   std::vector<Call> calls;
   std::vector<std::vector<Task>> programs;  // by global rank
   std::vector<std::string> labels;          // what compute tasks are ("F mb 3")
+  // By rank: when its program starts (empty: every rank at 0). A recorded step keeps its
+  // ranks' skew: a rank that ended the step before late waits for the others in this one.
+  std::vector<double> starts;
 
   // Appends to `rank`'s program.
   void compute(int rank, const std::string& label, double seconds);

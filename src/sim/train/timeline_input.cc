@@ -253,12 +253,19 @@ RecordedStep read_timeline(const std::string& text, int step) {
   if (step >= out.steps)
     bad("step " + std::to_string(step) + " of " + std::to_string(out.steps) + " recorded");
   out.step = step;
-  out.measured_s = length(step);
+  // The step as every rank recorded it: each its own length, starting as late as it did.
+  out.measured_s = 0;
+  double first = ranks[0].steps[step].first;
+  for (const RankRecord& r : ranks) first = std::min(first, r.steps[step].first);
   GraphWriter w(static_cast<int>(ranks.size()));
   for (size_t r = 0; r < ranks.size(); ++r)
     w.write_rank(static_cast<int>(r), ranks[r], ranks[r].steps[step].first,
                  ranks[r].steps[step].second);
   out.graph = w.take();
+  for (const RankRecord& r : ranks) {
+    out.graph.starts.push_back(r.steps[step].first - first);
+    out.measured_s = std::max(out.measured_s, r.steps[step].second - r.steps[step].first);
+  }
   check(out.graph);
   return out;
 }

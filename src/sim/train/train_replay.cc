@@ -62,7 +62,7 @@ class StepReplay {
 
   TrainResult run() {
     for (NodeId n = 0; n < dag_.nodes.size(); ++n)
-      if (deps_left_[n] == 0) push(0, EventKind::kReady, n);
+      if (deps_left_[n] == 0) push(start(dag_.nodes[n].rank), EventKind::kReady, n);
     while (true) {
       if (!events_.empty() && events_.top().time <= network_.now()) {
         const Event e = events_.top();
@@ -103,6 +103,7 @@ class StepReplay {
   void push(double t, EventKind kind, uint32_t id) { events_.push({t, order_++, id, kind}); }
 
   int host(int rank) const { return options_.placement.host_of(rank); }
+  double start(int rank) const { return graph_.starts.empty() ? 0 : graph_.starts[rank]; }
 
   void handle(const Event& e) {
     switch (e.kind) {
@@ -131,6 +132,8 @@ class StepReplay {
         return push(t + node.seconds, EventKind::kDone, n);
       case NodeKind::kJoin:
         return push(t, EventKind::kDone, n);
+      case NodeKind::kHostCall:
+        return push(t + node.seconds, EventKind::kDone, n);
       case NodeKind::kLocal:
         return on_core(n, t);
       case NodeKind::kRecv:
@@ -299,7 +302,7 @@ class StepReplay {
 
   TrainResult result() {
     TrainResult out;
-    out.step_s = end_;
+    out.step_s = 0;
     out.messages = dag_.messages.size();
     out.network_bytes = network_bytes_;
     out.algorithms = dag_.algorithms;
@@ -332,7 +335,7 @@ class StepReplay {
         continue;
       }
       if (t.kind != TaskKind::kWait) continue;
-      const double begin = node.index == 0 ? 0 : states_[n - 1].done;
+      const double begin = node.index == 0 ? start(node.rank) : states_[n - 1].done;
       const double end = states_[n].done;
       double wire = 0;
       for (const CallEnds& e : dag_.ends[t.call]) wire = std::max(wire, states_[e.gate].done);
@@ -340,6 +343,13 @@ class StepReplay {
       rt.bubble_s += split - begin;
       rt.exposed_s += end - split;
     }
+    // A rank's step: from its start to its last task; the job's: the longest of them, or
+    // until its last call is done where that is later (calls nobody waited for).
+    for (int r = 0; r < graph_.ranks; ++r) {
+      out->ranks[r].end_s -= start(r);
+      out->step_s = std::max(out->step_s, out->ranks[r].end_s);
+    }
+    if (graph_.starts.empty()) out->step_s = std::max(out->step_s, end_);
     for (RankTime& rt : out->ranks)
       rt.idle_s = std::max(0.0, out->step_s - rt.compute_s - rt.exposed_s - rt.bubble_s);
   }

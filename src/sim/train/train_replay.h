@@ -16,7 +16,7 @@ namespace plait::sim::train {
 
 // Where a rank's step went, as plait.torch.timeline splits a recorded one.
 struct RankTime {
-  double end_s = 0;        // its last task done
+  double end_s = 0;        // its last task done, from its start
   double compute_s = 0;    // its compute tasks
   double exposed_s = 0;    // waiting for a call that was on the wire (every member had started it)
   double bubble_s = 0;     // waiting for a call some member had not started yet
@@ -24,7 +24,9 @@ struct RankTime {
 };
 
 struct TrainResult {
-  double step_s = 0;  // from the start until every rank's tasks and calls are done
+  // The longest rank's step, from its start to its last task; with every rank starting at
+  // 0 (StepGraph::starts empty), until every call is done where that is later.
+  double step_s = 0;
   std::vector<RankTime> ranks;
   size_t messages = 0;
   double network_bytes = 0;      // bytes that crossed hosts

@@ -108,6 +108,40 @@ TEST(TrainReplay, ComputeThenAnAllreduceTakesBothAsTheCollectiveReplayDoes) {
   for (const RankTime& rt : step.ranks) EXPECT_NEAR(rt.exposed_s, alone.time_s, 1e-9);
 }
 
+TEST(TrainReplay, ACallWithinOneHostTakesItsScheduleAloneOnTheHost) {
+  // Tensor parallelism within a host: 4 ranks on host 0, one allreduce among them.
+  const auto topology = parse_topology("star:hosts=2,rate=10gbit");
+  StepGraph g;
+  g.ranks = 4;
+  g.programs.resize(4);
+  Call c;
+  c.name = "tp";
+  c.members = {0, 1, 2, 3};
+  c.bytes = 4 << 20;
+  c.algorithm = coll::Algorithm::kRing;
+  c.chosen = true;
+  c.group = 0;
+  const int id = g.add_call(c);
+  for (int r = 0; r < 4; ++r) {
+    g.compute(r, "attention", 1e-3 * (r + 1));  // the last member starts it at 4 ms
+    g.issue(r, id);
+    g.wait(r, id);
+  }
+  DagOptions o;
+  o.placement = {.ranks = 4, .ranks_per_host = 4};
+  const TrainResult step = replay_step(*topology, g, o);
+  coll::CollArgs args;
+  args.count = c.bytes / 4;
+  args.chunk_count = o.chunk_bytes / 4;
+  const ReplayResult alone =
+      replay(*topology, o.placement, args, coll::Algorithm::kRing, o.sim, ReplayMode::kFull);
+  EXPECT_NEAR(step.step_s, 4e-3 + alone.time_s, 1e-9);
+  // Rank 0 waited 3 ms for the others (bubble), then the call's own time (exposed).
+  EXPECT_NEAR(step.ranks[0].bubble_s, 3e-3, 1e-9);
+  EXPECT_NEAR(step.ranks[0].exposed_s, alone.time_s, 1e-9);
+  EXPECT_EQ(step.network_bytes, 0);
+}
+
 TEST(TrainReplay, TheCostModelPicksWhereTheCallDoesNot) {
   const auto topology = parse_topology("fattree:k=4,rate=100gbit");
   StepGraph g;

@@ -19,6 +19,7 @@ namespace {
 
 struct TrainOptions {
   std::string layout, timeline, topology, tune, json;
+  double intra_rate = 0, reduce_rate = 0;  // bytes/s; 0: the tune file's or the defaults
   int step = -1;
   int ranks = 0;
   int ranks_per_host = 1;
@@ -53,6 +54,8 @@ TrainOptions parse(const std::vector<std::string>& args) {
     else if (a == "--ranks-per-host") o.ranks_per_host = std::max(1, positive(a, value()));
     else if (a == "--chunk") o.chunk_bytes = parse_bytes(value());
     else if (a == "--tune") o.tune = value();
+    else if (a == "--intra-rate") o.intra_rate = sim::parse_rate(value(), "--intra-rate");
+    else if (a == "--reduce-rate") o.reduce_rate = sim::parse_rate(value(), "--reduce-rate");
     else if (a == "--json") o.json = value();
     else if (a == "--path") o.path_lines = positive(a, value());
     else if (a == "--sweep") o.sweep = true;
@@ -205,6 +208,7 @@ int sim_train_main(const std::vector<std::string>& args) {
       std::fputs(
           "usage: plait sim train --layout FILE | --timeline FILE [--step K]\n"
           "                       --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]\n"
+          "                       [--intra-rate R] [--reduce-rate R]\n"
           "                       [--sweep [--ranks N]] [--json FILE] [--path LINES]\n"
           "One training step replayed on a modelled network: every rank's compute, and the\n"
           "schedules of its collectives and pipeline messages sharing links max-min. --layout:\n"
@@ -212,7 +216,10 @@ int sim_train_main(const std::vector<std::string>& args) {
           "plait.torch.timeline recorded (PATH.json), the recorded step of median length or\n"
           "--step K. Prints the step time, compute, exposed communication and bubble over the\n"
           "ranks, the busiest link and the critical path. --sweep: every dp x tp x pp of N ranks\n"
-          "(tp within a host) and schedule for the layout's model, fastest first.\n",
+          "(tp within a host) and schedule for the layout's model, fastest first.\n"
+          "--intra-rate: a host's memory path among its ranks (NVLink: 8 GPUs x 450 GB/s is\n"
+          "28800gbit); --reduce-rate: reductions and copies (a GPU's: 8000gbit); else --tune's\n"
+          "or this CPU's defaults.\n",
           stdout);
       return 0;
     }
@@ -220,6 +227,8 @@ int sim_train_main(const std::vector<std::string>& args) {
   const auto topology = sim::parse_topology(o.topology);
   sim::train::DagOptions dag;
   dag.sim = params_from(o.tune);
+  if (o.intra_rate > 0) dag.sim.intra_bytes_per_s = o.intra_rate;
+  if (o.reduce_rate > 0) dag.sim.gamma_bytes_per_s = dag.sim.copy_bytes_per_s = o.reduce_rate;
   dag.placement.ranks_per_host = o.ranks_per_host;
   dag.chunk_bytes = o.chunk_bytes;
   if (!o.layout.empty()) {

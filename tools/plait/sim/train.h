@@ -2,6 +2,7 @@
 //
 //   plait sim train --layout FILE | --timeline FILE [--step K]
 //                   --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]
+//                   [--intra-rate R] [--reduce-rate R]
 //                   [--sweep [--ranks N]] [--json FILE] [--path LINES]
 #pragma once
 
