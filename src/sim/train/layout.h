@@ -21,7 +21,9 @@
 // T*h*e bytes after attention and after the MLP, forward and backward; expert parallelism an
 // alltoall of topk*T*h*e bytes before and after the experts. Stages hold the blocks in
 // contiguous runs as even as they divide (the embedding with the first, the head with the
-// last); activations (T*h*e) go forward and their gradients back as pipeline messages. Data
+// last); activations (T*h*e) go forward and their gradients back as pipeline messages, 1/tp
+// of them from each rank of a TP group, gathered by the receiving group (Megatron's
+// scatter-gather). Data
 // parallelism allreduces each layer's gradients (its params / tp, or the experts' / ep among
 // the ranks that hold the same experts) as soon as the step's last backward of that layer is
 // done. Ranks: rank = t + tp * (d + dp * stage), so a TP group is consecutive ranks.

@@ -165,11 +165,19 @@ class StepWriter {
     const int p = l_.pp;
     const int sender = forward ? from_vs : from_vs + 1, receiver = forward ? from_vs + 1 : from_vs;
     const std::vector<int> members = {rank(t, d, sender % p), rank(t, d, receiver % p)};
+    // Megatron's scatter-gather: each rank of a TP group sends its 1/tp of the activations,
+    // which the receiving group gathers among itself (within its host).
     const int c = call(forward ? Kind::kAct : Kind::kGrad, members[0], from_vs, mb, forward, 0,
-                       members, coll::CollOp::kAllreduce, l_.activation_bytes, true);
+                       members, coll::CollOp::kAllreduce, l_.activation_bytes / l_.tp, true);
     g_.issue(r, c);
-    if (send) pending_.push_back(c);
-    else g_.wait(r, c);
+    if (send) {
+      pending_.push_back(c);
+      return;
+    }
+    g_.wait(r, c);
+    const int stage = receiver % p;
+    collective(r, Kind::kTp, tp_group(d, stage), from_vs, mb, forward, 2, coll::CollOp::kAllgather,
+               l_.activation_bytes, true);
   }
 
   void write_rank(int r) {
