@@ -67,6 +67,9 @@ Layout parse_layout(const std::string& json_text, int ranks = 0);
 // parse_layout() checks.
 Layout with_degrees(Layout layout, int dp, int tp, int pp, int ep, const std::string& schedule,
                     int chunks = 1);
-StepGraph layout_step(const Layout& layout);
+// `tp_copies`: each TP group as its first rank standing for the others (StepGraph::copies),
+// tp times fewer ranks to replay; exact where the copies' messages take the same paths (a
+// star, a minimally routed dragonfly), else each message waits for its slowest copy.
+StepGraph layout_step(const Layout& layout, bool tp_copies = false);
 
 }  // namespace plait::sim::train

@@ -47,8 +47,9 @@ std::vector<Unit> schedule_of(const Layout& l, int stage) {
 
 class StepWriter {
  public:
-  explicit StepWriter(const Layout& l) : l_(l) {
-    g_.ranks = l.ranks();
+  StepWriter(const Layout& l, bool tp_copies) : l_(l), copies_(tp_copies ? l.tp : 1) {
+    g_.ranks = l.ranks() / copies_;
+    g_.copies = copies_;
     g_.programs.resize(g_.ranks);
     // Blocks in contiguous runs over the virtual stages; the embedding and head with the
     // first and last.
@@ -75,7 +76,10 @@ class StepWriter {
   }
 
  private:
-  int rank(int t, int d, int s) const { return t + l_.tp * (d + l_.dp * s); }
+  // With copies a TP group is its first rank, standing for the others (StepGraph::copies).
+  int rank(int t, int d, int s) const {
+    return copies_ > 1 ? d + l_.dp * s : t + l_.tp * (d + l_.dp * s);
+  }
 
   // The call a key names, made the first time a member asks for it.
   int call(Kind kind, int first, int layer, int mb, bool forward, int index,
@@ -90,8 +94,8 @@ class StepWriter {
     c.op = op;
     c.members = members;
     c.dtype = l_.dtype;
-    const uint64_t unit = dtype_size(l_.dtype) *
-                          (op == coll::CollOp::kAlltoall && !p2p ? members.size() : 1);
+    const size_t size = members.size() == 1 ? copies_ : members.size();
+    const uint64_t unit = dtype_size(l_.dtype) * (bytes_are_blocks(op) && !p2p ? size : 1);
     c.bytes = std::max<uint64_t>(unit, static_cast<uint64_t>(bytes) / unit * unit);
     c.group = p2p ? -1 : static_cast<int>(static_cast<uint64_t>(kind) * g_.ranks + first);
     c.name = std::string(kKindNames[static_cast<int>(kind)]) + (p2p ? "" : " ") +
@@ -103,13 +107,15 @@ class StepWriter {
 
   std::vector<int> tp_group(int d, int s) const {
     std::vector<int> m;
-    for (int t = 0; t < l_.tp; ++t) m.push_back(rank(t, d, s));
+    for (int t = 0; t < l_.tp / copies_; ++t) m.push_back(rank(t, d, s));
     return m;
   }
 
   void collective(int r, Kind kind, const std::vector<int>& members, int layer, int mb,
                   bool forward, int index, coll::CollOp op, double bytes, bool wait) {
-    if (members.size() < 2 || bytes <= 0) return;
+    // One member is a call among its copies (TP), else nothing to do.
+    const bool among_copies = kind == Kind::kTp && copies_ > 1;
+    if ((members.size() < 2 && !among_copies) || bytes <= 0) return;
     const int c = call(kind, members[0], layer, mb, forward, index, members, op, bytes, false);
     g_.issue(r, c);
     if (wait) g_.wait(r, c);
@@ -181,7 +187,8 @@ class StepWriter {
   }
 
   void write_rank(int r) {
-    const int t = r % l_.tp, d = (r / l_.tp) % l_.dp, s = r / (l_.tp * l_.dp);
+    const int tp = l_.tp / copies_;  // ranks of a TP group in the graph
+    const int t = r % tp, d = (r / tp) % l_.dp, s = r / (tp * l_.dp);
     const int last_vs = l_.pp * l_.chunks - 1;
     const int m = l_.microbatches();
     pending_.clear();
@@ -206,6 +213,7 @@ class StepWriter {
   }
 
   const Layout& l_;
+  const int copies_;
   StepGraph g_;
   std::vector<std::vector<int>> stage_layers_;  // by virtual stage: layer indices
   std::unordered_map<uint64_t, int> calls_;
@@ -214,6 +222,8 @@ class StepWriter {
 
 }  // namespace
 
-StepGraph layout_step(const Layout& layout) { return StepWriter(layout).write(); }
+StepGraph layout_step(const Layout& layout, bool tp_copies) {
+  return StepWriter(layout, tp_copies && layout.tp > 1).write();
+}
 
 }  // namespace plait::sim::train

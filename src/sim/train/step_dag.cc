@@ -17,8 +17,6 @@ namespace {
 
 using coll::StepKind;
 
-uint64_t blocks(const Call& c) { return bytes_are_blocks(c.op) ? c.members.size() : 1; }
-
 class DagBuilder {
  public:
   DagBuilder(const Topology& t, const StepGraph& g, const DagOptions& o)
@@ -26,10 +24,11 @@ class DagBuilder {
 
   StepDag build() {
     check(graph_);
-    const int hosts = (graph_.ranks + options_.placement.ranks_per_host - 1) /
+    const int ranks = graph_.ranks * graph_.copies;
+    const int hosts = (ranks + options_.placement.ranks_per_host - 1) /
                       options_.placement.ranks_per_host;
     if (hosts > topology_.hosts())
-      throw invalid_usage("sim train: " + std::to_string(graph_.ranks) + " ranks at " +
+      throw invalid_usage("sim train: " + std::to_string(ranks) + " ranks at " +
                           std::to_string(options_.placement.ranks_per_host) + " a host need " +
                           std::to_string(hosts) + " hosts; " + topology_.spec() + " has " +
                           std::to_string(topology_.hosts()));
@@ -53,6 +52,8 @@ class DagBuilder {
   }
 
  private:
+  int host(int rank) const { return options_.placement.host_of(rank * graph_.copies); }
+
   NodeId add(Node n) {
     dag_.nodes.push_back(n);
     dag_.deps.push_back(0);
@@ -108,16 +109,16 @@ class DagBuilder {
   coll::CollArgs args_of(const Call& c) const {
     coll::CollArgs a;
     a.op = c.op;
-    a.size = static_cast<int>(c.members.size());
+    a.size = c.members.size() == 1 ? graph_.copies : static_cast<int>(c.members.size());
     a.dtype = c.dtype;
     a.root = c.root;
     const size_t elem = dtype_size(c.dtype);
-    a.count = c.bytes / elem / blocks(c);
+    a.count = c.bytes / elem / (bytes_are_blocks(c.op) ? a.size : 1);
     a.chunk_count = std::max<size_t>(1, options_.chunk_bytes / elem);
     std::set<int> hosts;
-    for (int m : c.members) hosts.insert(options_.placement.host_of(m));
+    for (int m : c.members) hosts.insert(host(m));
     if (hosts.size() > 1)
-      for (int m : c.members) a.host_of.push_back(options_.placement.host_of(m));
+      for (int m : c.members) a.host_of.push_back(host(m));
     return a;
   }
 
@@ -125,7 +126,7 @@ class DagBuilder {
   // (kept per shape: a step has many calls alike).
   const coll::AlgorithmInfo* pick(const Call& c, const coll::CollArgs& args) {
     std::set<int> hosts;
-    for (int m : c.members) hosts.insert(options_.placement.host_of(m));
+    for (int m : c.members) hosts.insert(host(m));
     const int h = static_cast<int>(hosts.size());
     const int per_host = (args.size + h - 1) / h;
     const auto key = std::make_tuple(static_cast<int>(c.op), c.bytes, args.size, h,
@@ -216,8 +217,8 @@ class DagBuilder {
 
   bool one_host(const Call& c) const {
     for (int m : c.members)
-      if (options_.placement.host_of(m) != options_.placement.host_of(c.members[0])) return false;
-    return c.members.size() > 1;
+      if (host(m) != host(c.members[0])) return false;
+    return c.members.size() > 1 || graph_.copies > 1;
   }
 
   const coll::AlgorithmInfo* info_of(int c, const coll::CollArgs& args) {
@@ -245,14 +246,12 @@ class DagBuilder {
     const coll::CollArgs args = args_of(call);
     const coll::AlgorithmInfo* info = info_of(c, args);
     dag_.algorithms[c] = std::string(coll::to_string(info->algorithm));
-    const auto key = std::make_tuple(static_cast<int>(call.op), call.bytes,
-                                     static_cast<int>(call.members.size()),
+    const auto key = std::make_tuple(static_cast<int>(call.op), call.bytes, args.size,
                                      static_cast<int>(info->algorithm),
                                      static_cast<int>(call.dtype), call.root);
     auto [it, added] = host_call_seconds_.try_emplace(key, 0.0);
     if (added) {
-      const Placement alone{.ranks = static_cast<int>(call.members.size()),
-                            .ranks_per_host = static_cast<int>(call.members.size())};
+      const Placement alone{.ranks = args.size, .ranks_per_host = args.size};
       it->second = replay(topology_, alone, args, info->algorithm, options_.sim).time_s;
     }
     Node body;

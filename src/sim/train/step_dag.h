@@ -71,7 +71,7 @@ struct StepDag {
 
 struct DagOptions {
   SimParams sim;
-  Placement placement;           // ranks on hosts
+  Placement placement;           // the job's ranks on hosts (StepGraph::copies included)
   size_t chunk_bytes = 1 << 20;  // the pipelining unit, as PLAIT_CHUNK_BYTES
 };
 

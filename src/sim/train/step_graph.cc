@@ -46,6 +46,7 @@ void check(const StepGraph& g) {
   if (static_cast<int>(g.programs.size()) != g.ranks)
     bad(std::to_string(g.programs.size()) + " programs for " + std::to_string(g.ranks) +
         " ranks");
+  if (g.copies < 1) bad("copies of " + std::to_string(g.copies));
   if (!g.starts.empty() && static_cast<int>(g.starts.size()) != g.ranks)
     bad(std::to_string(g.starts.size()) + " start times for " + std::to_string(g.ranks) + " ranks");
   // By call: the position in `members` of each rank (-1: not a member), filled lazily.
@@ -66,10 +67,12 @@ void check(const StepGraph& g) {
     }
     if (!call.p2p && (call.root < 0 || call.root >= n))
       bad(call_text(g, c) + ": root " + std::to_string(call.root) + " is not a group rank");
-    const uint64_t unit = dtype_size(call.dtype) * (!call.p2p && bytes_are_blocks(call.op) ? n : 1);
+    const int size = n == 1 ? g.copies : n;  // a call of one member is among its copies
+    const uint64_t unit =
+        dtype_size(call.dtype) * (!call.p2p && bytes_are_blocks(call.op) ? size : 1);
     if (call.bytes % unit != 0)
       bad(call_text(g, c) + ": " + std::to_string(call.bytes) + " bytes are not whole " +
-          (unit == dtype_size(call.dtype) ? "elements" : "blocks of " + std::to_string(n) +
+          (unit == dtype_size(call.dtype) ? "elements" : "blocks of " + std::to_string(size) +
                                                             " members' elements"));
   }
   // 0: not issued yet, 1: issued, 2: waited for.

@@ -55,6 +55,12 @@ struct StepGraph {
   // By rank: when its program starts (empty: every rank at 0). A recorded step keeps its
   // ranks' skew: a rank that ended the step before late waits for the others in this one.
   std::vector<double> starts;
+  // Each rank stands for `copies` ranks that run its program alike (the ranks of a tensor-
+  // parallel group): rank r is rank r * copies of the job, its copies the next copies - 1.
+  // A call of one member is a call among that member's copies (within its host); a call of
+  // several stands for `copies` calls alike, copy t among the members' t-th copies, each
+  // message for its copies' messages on their own paths. 1: every rank is itself.
+  int copies = 1;
 
   // Appends to `rank`'s program.
   void compute(int rank, const std::string& label, double seconds);

@@ -102,7 +102,7 @@ class StepReplay {
 
   void push(double t, EventKind kind, uint32_t id) { events_.push({t, order_++, id, kind}); }
 
-  int host(int rank) const { return options_.placement.host_of(rank); }
+  int host(int rank) const { return options_.placement.host_of(rank * graph_.copies); }
   double start(int rank) const { return graph_.starts.empty() ? 0 : graph_.starts[rank]; }
 
   void handle(const Event& e) {
@@ -142,16 +142,40 @@ class StepReplay {
       case NodeKind::kSend: {
         const bool local = host(node.rank) == host(node.peer);
         double latency = 0;
-        if (!local) {
-          std::vector<Path> paths =
-              topology_.route(host(node.rank), host(node.peer), static_cast<uint64_t>(node.message));
-          for (int l : paths[0].links) latency += topology_.links()[l].latency_s;
-          routes_[node.message] = std::move(paths);
-        }
+        if (!local) routes_[node.message] = route_copies(node, &latency);
         const double alpha = local ? options_.sim.intra_alpha_s : options_.sim.alpha_s;
         return push(t + alpha + latency, EventKind::kFlowStart, static_cast<uint32_t>(node.message));
       }
     }
+  }
+
+  // The paths of a message's copies (StepGraph::copies): copy t from the sender's t-th copy
+  // to the receiver's, hashed apart; copies on the same paths are one weighted flow.
+  struct CopyPaths {
+    std::vector<Path> paths;
+    int weight = 0;
+  };
+  std::vector<CopyPaths> route_copies(const Node& send, double* latency) const {
+    const int n = graph_.copies;
+    std::vector<CopyPaths> out;
+    for (int t = 0; t < n; ++t) {
+      const int from = options_.placement.host_of(send.rank * n + t);
+      const int to = options_.placement.host_of(send.peer * n + t);
+      std::vector<Path> paths =
+          topology_.route(from, to, static_cast<uint64_t>(send.message) * n + t);
+      double l = 0;
+      for (int link : paths[0].links) l += topology_.links()[link].latency_s;
+      *latency = std::max(*latency, l);
+      auto same = std::find_if(out.begin(), out.end(), [&](const CopyPaths& c) {
+        if (c.paths.size() != paths.size()) return false;
+        for (size_t i = 0; i < paths.size(); ++i)
+          if (c.paths[i].links != paths[i].links) return false;
+        return true;
+      });
+      if (same != out.end()) ++same->weight;
+      else out.push_back({std::move(paths), 1});
+    }
+    return out;
   }
 
   uint64_t fifo_key(const Node& send) const {
@@ -169,18 +193,20 @@ class StepReplay {
     auto it = routes_.find(message);
     if (it == routes_.end()) {  // ranks of one host: its memory path
       messages_[message].subflows_left = 1;
-      add_subflow(message, send.bytes, {memory_path(host(send.rank))});
+      add_subflow(message, send.bytes, {memory_path(host(send.rank))}, graph_.copies);
       return;
     }
-    const std::vector<Path> paths = std::move(it->second);
+    const std::vector<CopyPaths> groups = std::move(it->second);
     routes_.erase(it);
-    messages_[message].subflows_left = static_cast<int>(paths.size());
-    for (const Path& p : paths) add_subflow(message, send.bytes * p.share, p.links);
-    network_bytes_ += send.bytes;
+    messages_[message].subflows_left = 0;
+    for (const CopyPaths& g : groups) messages_[message].subflows_left += g.paths.size();
+    for (const CopyPaths& g : groups)
+      for (const Path& p : g.paths) add_subflow(message, send.bytes * p.share, p.links, g.weight);
+    network_bytes_ += send.bytes * graph_.copies;
   }
 
-  void add_subflow(int message, double bytes, std::vector<int> links) {
-    const int f = network_.add(bytes, std::move(links));
+  void add_subflow(int message, double bytes, std::vector<int> links, int weight) {
+    const int f = network_.add(bytes, std::move(links), 0, weight);
     if (static_cast<size_t>(f) >= flow_message_.size()) flow_message_.resize(f + 1, -1);
     flow_message_[f] = message;
   }
@@ -364,7 +390,7 @@ class StepReplay {
   FlowNetwork network_;
   std::vector<double> core_free_;
   std::vector<NodeId> core_last_;
-  std::unordered_map<int, std::vector<Path>> routes_;  // by message, until its flows start
+  std::unordered_map<int, std::vector<CopyPaths>> routes_;  // by message, until its flows start
   std::unordered_map<int, int> memory_paths_;          // by host
   std::vector<int> flow_message_;
   PairFifo fifo_;

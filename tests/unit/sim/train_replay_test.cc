@@ -162,6 +162,29 @@ TEST(TrainReplay, TheCostModelPicksWhereTheCallDoesNot) {
   EXPECT_GT(step.step_s, 0);
 }
 
+TEST(TrainReplay, ATensorParallelGroupThroughItsFirstRankIsExactOnAStar) {
+  // 2 x 2 x 2 (dp, tp, pp) on 4 hosts of 2 ranks: the TP pairs share a host, DP and the
+  // pipeline cross the star, where a rank's copy takes the same links as the rank.
+  const std::string text = R"({"model": {"seq": 512, "dtype": "bf16", "layers": [
+      {"kind": "transformer", "count": 4, "hidden": 512, "ffn": 2048}]},
+      "flops_per_s": 1e12, "global_batch": 8, "dp": 2, "tp": 2, "pp": 2, "schedule": "1f1b"})";
+  const Layout l = parse_layout(text, 8);
+  const auto topology = parse_topology("star:hosts=4,rate=10gbit");
+  DagOptions o;
+  o.placement = {.ranks = 8, .ranks_per_host = 2};
+  const StepGraph full = layout_step(l);
+  const StepGraph copies = layout_step(l, /*tp_copies=*/true);
+  ASSERT_EQ(full.ranks, 8);
+  ASSERT_EQ(copies.ranks, 4);
+  ASSERT_EQ(copies.copies, 2);
+  const TrainResult a = replay_step(*topology, full, o);
+  const TrainResult b = replay_step(*topology, copies, o);
+  EXPECT_NEAR(b.step_s, a.step_s, a.step_s * 1e-9);
+  EXPECT_NEAR(b.network_bytes, a.network_bytes, 1);
+  EXPECT_LT(b.nodes, a.nodes);
+  EXPECT_GT(a.network_bytes, 0);
+}
+
 void expect_refused(const std::function<void()>& f, const std::string& says) {
   try {
     f();

@@ -25,6 +25,7 @@ struct TrainOptions {
   int ranks_per_host = 1;
   size_t chunk_bytes = size_t{1} << 20;
   bool sweep = false;
+  std::string replay = "auto";  // auto | full | copies (sim::train::layout_step's tp_copies)
   int path_lines = 12;
 };
 
@@ -59,6 +60,11 @@ TrainOptions parse(const std::vector<std::string>& args) {
     else if (a == "--json") o.json = value();
     else if (a == "--path") o.path_lines = positive(a, value());
     else if (a == "--sweep") o.sweep = true;
+    else if (a == "--replay") {
+      o.replay = value();
+      if (o.replay != "auto" && o.replay != "full" && o.replay != "copies")
+        throw invalid_usage("sim train: --replay takes auto, full or copies, not '" + o.replay + "'");
+    }
     else throw invalid_usage("sim train: unknown option '" + a + "'");
   }
   if (o.layout.empty() == o.timeline.empty())
@@ -119,6 +125,17 @@ void report(const sim::Topology& t, const sim::train::TrainResult& r, int path_l
     std::printf("  %s\n", r.critical_path[i].c_str());
 }
 
+// Through each TP group's first rank (--replay copies; auto: above the ranks a full replay
+// of a collective takes, replay.h's kMaxFullReplayRanks).
+bool tp_copies(const TrainOptions& o, const sim::train::Layout& l) {
+  if (o.replay == "auto") return l.ranks() > sim::kMaxFullReplayRanks && l.tp > 1;
+  return o.replay == "copies";
+}
+
+sim::train::StepGraph step_of(const TrainOptions& o, const sim::train::Layout& l) {
+  return sim::train::layout_step(l, tp_copies(o, l));
+}
+
 std::string describe(const sim::train::Layout& l) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "dp %d x tp %d x pp %d%s, %s%s, %d microbatches", l.dp, l.tp,
@@ -161,7 +178,9 @@ int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topo
           continue;  // does not divide: not a layout of this job
         }
         const auto started = std::chrono::steady_clock::now();
-        row.result = sim::train::replay_step(t, sim::train::layout_step(row.layout), dag);
+        sim::train::DagOptions options = dag;
+        options.placement.ranks = n;
+        row.result = sim::train::replay_step(t, step_of(o, row.layout), options);
         row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         std::printf("%-52s %10.2f ms  (replayed in %.1f s)\n", describe(row.layout).c_str(),
                     row.result.step_s * 1e3, row.seconds);
@@ -208,7 +227,7 @@ int sim_train_main(const std::vector<std::string>& args) {
       std::fputs(
           "usage: plait sim train --layout FILE | --timeline FILE [--step K]\n"
           "                       --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]\n"
-          "                       [--intra-rate R] [--reduce-rate R]\n"
+          "                       [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies]\n"
           "                       [--sweep [--ranks N]] [--json FILE] [--path LINES]\n"
           "One training step replayed on a modelled network: every rank's compute, and the\n"
           "schedules of its collectives and pipeline messages sharing links max-min. --layout:\n"
@@ -219,7 +238,9 @@ int sim_train_main(const std::vector<std::string>& args) {
           "(tp within a host) and schedule for the layout's model, fastest first.\n"
           "--intra-rate: a host's memory path among its ranks (NVLink: 8 GPUs x 450 GB/s is\n"
           "28800gbit); --reduce-rate: reductions and copies (a GPU's: 8000gbit); else --tune's\n"
-          "or this CPU's defaults.\n",
+          "or this CPU's defaults. --replay copies: each TP group through its first rank (tp\n"
+          "times fewer ranks; a message waits for its slowest copy where copies' paths differ);\n"
+          "auto: so above 4,096 ranks.\n",
           stdout);
       return 0;
     }
@@ -238,8 +259,11 @@ int sim_train_main(const std::vector<std::string>& args) {
     dag.placement.ranks = layout.ranks();
     std::printf("plait sim train: %s, %s on %s, %d a host\n", o.layout.c_str(),
                 describe(layout).c_str(), topology->spec().c_str(), o.ranks_per_host);
-    report(*topology, sim::train::replay_step(*topology, sim::train::layout_step(layout), dag),
-           o.path_lines);
+    const sim::train::StepGraph step = step_of(o, layout);
+    if (step.copies > 1)
+      std::printf("replayed through each TP group's first rank (%d ranks, each for %d)\n",
+                  step.ranks, step.copies);
+    report(*topology, sim::train::replay_step(*topology, step, dag), o.path_lines);
     return 0;
   }
   const sim::train::RecordedStep recorded = sim::train::read_timeline(read_file(o.timeline), o.step);

@@ -2,7 +2,7 @@
 //
 //   plait sim train --layout FILE | --timeline FILE [--step K]
 //                   --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]
-//                   [--intra-rate R] [--reduce-rate R]
+//                   [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies]
 //                   [--sweep [--ranks N]] [--json FILE] [--path LINES]
 #pragma once
 
