@@ -105,3 +105,30 @@ def test_closed_forms_of_the_schedules():
     assert idle == pytest.approx(3 * 0.5)
     with pytest.raises(ValueError):
         ta.closed_form_bubble("nonsense", 2, 2)
+
+
+def test_plait_sim_train_replays_what_the_trace_records(tmp_path):
+    """render.perfetto names each call's members, issue time and waits, which is what
+    `plait sim train --timeline` replays: rank 1 waits 10 ms for rank 0's activations, then
+    computes 10 ms; rank 0 computes 10 ms and sends; on a fast link the step is what they
+    recorded, 22 ms."""
+    import os
+    import re
+    import subprocess
+
+    from plait import timeline_render as render
+    ms = 1_000_000
+    rank0 = {"rank": 0, "spans": [("forward", 0, 10 * ms)], "steps": [(0, 22 * ms)],
+             "calls": [call("send", [0, 1], 10 * ms, 10 * ms, 12 * ms, peer=1)]}
+    rank1 = {"rank": 1, "spans": [("forward", 12 * ms, 22 * ms)], "steps": [(0, 22 * ms)],
+             "calls": [call("recv", [0, 1], 0, 0, 12 * ms, waits=[(0, 12 * ms)], peer=0)]}
+    trace = tmp_path / "pp.json"
+    render.perfetto(ta.prepare([rank0, rank1]), str(trace))
+    out = subprocess.run([os.environ.get("PLAIT_BIN", "plait"), "sim", "train", "--timeline",
+                          str(trace), "--topology", "star:hosts=2,rate=100gbit,latency=0us"],
+                         capture_output=True, text=True, check=True).stdout
+    measured, replayed = map(float, re.search(r"measured ([\d.]+) ms, replayed ([\d.]+) ms",
+                                              out).groups())
+    assert measured == pytest.approx(22.0)
+    assert replayed == pytest.approx(22.0, rel=0.01)
+    assert "bubble" in out

@@ -58,9 +58,38 @@ void check_layout(const Layout& l, int ranks) {
   bool moe = false;
   for (const Layer& layer : l.layers) moe = moe || layer.ep_bytes > 0;
   if (l.ep > 1 && !moe) bad("ep " + std::to_string(l.ep) + " without a moe layer");
+  if (l.memory_per_rank > 0 && l.peak_memory() > l.memory_per_rank)
+    bad("a rank would hold " + std::to_string(l.peak_memory() / 1e9) + " GB, more than the " +
+        std::to_string(l.memory_per_rank / 1e9) + " GB of memory_per_rank");
 }
 
 }  // namespace
+
+double Layout::peak_memory() const {
+  // The first stage holds the most in flight; its layers as layout_step() deals them.
+  int blocks = 0;
+  for (const Layer& layer : layers) blocks += layer.kind != "embedding" && layer.kind != "head";
+  const int stages = pp * chunks;
+  double params = 0, per_microbatch = 0;
+  int block = 0;
+  for (const Layer& layer : layers) {
+    const bool is_block = layer.kind != "embedding" && layer.kind != "head";
+    // Rank 0 holds virtual stages 0, pp, 2 pp, ... (the embedding with stage 0).
+    bool mine = layer.kind == "embedding" || (layer.kind == "head" && stages == 1);
+    if (is_block) {
+      for (int c = 0; c < chunks; ++c) {
+        const int v = c * pp;
+        mine = mine || (block >= blocks * v / stages && block < blocks * (v + 1) / stages);
+      }
+      ++block;
+    }
+    if (!mine) continue;
+    params += (layer.params - layer.expert_params) / tp + layer.expert_params / ep / tp;
+    if (is_block) per_microbatch += 17 * activation_bytes / tp;
+  }
+  const int in_flight = schedule == "gpipe" ? microbatches() : std::min(pp, microbatches());
+  return 16 * params + per_microbatch * in_flight;
+}
 
 Layout parse_layout(const std::string& text, int ranks) {
   json j;
@@ -88,6 +117,7 @@ Layout parse_layout(const std::string& text, int ranks) {
   l.ep = integer(j, "ep", 1);
   l.chunks = integer(j, "chunks", 1);
   l.schedule = j.value("schedule", "1f1b");
+  if (j.contains("memory_per_rank")) l.memory_per_rank = number(j, "memory_per_rank", "the layout");
   const double e = dtype_size(l.dtype);
   const double tokens = seq * l.microbatch;
   int index = 0;

@@ -48,6 +48,12 @@ struct Layer {
 struct Layout {
   std::vector<Layer> layers;   // one per block, in model order
   double activation_bytes = 0; // a microbatch's activations between stages
+  // What a rank may hold ("memory_per_rank", bytes; 0: no limit). A rank holds 16 bytes a
+  // parameter (bf16 weights and gradients, f32 master weights and Adam's two moments) of its
+  // stage's layers / tp (experts also / ep), and 34 * T * h * e / 2 / tp bytes of activations a
+  // block for each microbatch in flight (Korthikanti et al.'s 34 s b h, sequence parallel):
+  // pp of them on the first stage under 1F1B and interleaving, every microbatch under GPipe.
+  double memory_per_rank = 0;
   DataType dtype = DataType::kBF16;
   double flops_per_s = 0;
   int global_batch = 0;
@@ -56,12 +62,15 @@ struct Layout {
   int chunks = 1;              // stages a rank holds (interleaved-1f1b)
   std::string schedule = "1f1b";
   int microbatches() const { return global_batch / (dp * microbatch); }
+  // The most any rank holds, by the model above.
+  double peak_memory() const;
   int ranks() const { return dp * tp * pp; }
 };
 
 // Throws kInvalidUsage naming what is wrong: malformed JSON, an unknown layer kind or field
 // missing, degrees that do not multiply to `ranks` (0: any), ep not dividing dp, a batch that
-// does not split into dp * microbatch, fewer blocks than stages, an unknown schedule.
+// does not split into dp * microbatch, fewer blocks than stages, an unknown schedule, a
+// layout whose peak_memory() exceeds memory_per_rank.
 Layout parse_layout(const std::string& json_text, int ranks = 0);
 // The same description with other degrees and schedule (the sweep's variations); checked as
 // parse_layout() checks.

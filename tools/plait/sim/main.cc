@@ -148,8 +148,10 @@ int sim_main(int argc, char** argv) {
     // starts "plait sim: ".
     std::string_view what = e.what();
     if (what.starts_with("sim: ")) what.remove_prefix(5);
+    // `plait sim train --help` has its own usage; the replays' usage would not help there.
+    const bool usage = e.category() == ErrorCategory::kInvalidUsage && args[0] != "train";
     std::fprintf(stderr, "plait sim: %.*s\n%s", static_cast<int>(what.size()), what.data(),
-                 e.category() == ErrorCategory::kInvalidUsage ? kUsage : "");
+                 usage ? kUsage : "");
     return e.category() == ErrorCategory::kInvalidUsage ? 2 : 1;
   }
 }

@@ -25,7 +25,9 @@ struct TrainOptions {
   int ranks_per_host = 1;
   size_t chunk_bytes = size_t{1} << 20;
   bool sweep = false;
-  std::string replay = "auto";  // auto | full | copies (sim::train::layout_step's tp_copies)
+  std::string replay = "auto";
+  std::vector<int> tps, pps;           // --sweep's choices (empty: every divisor)
+  std::vector<std::string> schedules;  // empty: gpipe, 1f1b, interleaved-1f1b  // auto | full | copies (sim::train::layout_step's tp_copies)
   int path_lines = 12;
 };
 
@@ -60,6 +62,14 @@ TrainOptions parse(const std::vector<std::string>& args) {
     else if (a == "--json") o.json = value();
     else if (a == "--path") o.path_lines = positive(a, value());
     else if (a == "--sweep") o.sweep = true;
+    else if (a == "--tp" || a == "--pp") {
+      std::stringstream list(value());
+      for (std::string item; std::getline(list, item, ',');)
+        (a == "--tp" ? o.tps : o.pps).push_back(std::max(1, positive(a, item)));
+    } else if (a == "--schedules") {
+      std::stringstream list(value());
+      for (std::string item; std::getline(list, item, ',');) o.schedules.push_back(item);
+    }
     else if (a == "--replay") {
       o.replay = value();
       if (o.replay != "auto" && o.replay != "full" && o.replay != "copies")
@@ -163,19 +173,29 @@ int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topo
   std::vector<Row> rows;
   std::ofstream json;
   if (!o.json.empty()) json.open(o.json, std::ios::app);
-  for (int tp : divisors(std::min(n, o.ranks_per_host)))
-    for (int pp : divisors(n / tp)) {
+  std::vector<std::string> skipped;
+  const std::vector<int> tps = o.tps.empty() ? divisors(std::min(n, o.ranks_per_host)) : o.tps;
+  for (int tp : tps)
+    for (int pp : o.pps.empty() ? divisors(n / tp) : o.pps) {
       if (n % (tp * pp) != 0) continue;
       const int dp = n / (tp * pp);
       const int ep = dp % base.ep == 0 ? base.ep : 1;
-      std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
-      if (pp > 1) schedules = {{"gpipe", 1}, {"1f1b", 1}, {"interleaved-1f1b", 2}};
+      std::vector<std::pair<std::string, int>> schedules;
+      for (const std::string& name : o.schedules.empty()
+                                         ? std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b"}
+                                         : o.schedules)
+        if (pp > 1 || name == "1f1b") schedules.emplace_back(name, name == "interleaved-1f1b" ? 2 : 1);
       for (const auto& [schedule, chunks] : schedules) {
         Row row;
         try {
           row.layout = sim::train::with_degrees(base, dp, tp, pp, ep, schedule, chunks);
-        } catch (const Error&) {
-          continue;  // does not divide: not a layout of this job
+        } catch (const Error& e) {
+          // Not a layout of this job (does not divide, does not fit): said below the table.
+          std::string why = e.message();
+          if (const size_t at = why.find("layout: "); at != std::string::npos) why = why.substr(at + 8);
+          skipped.push_back("dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " +
+                            std::to_string(pp) + " " + schedule + ": " + why);
+          continue;
         }
         const auto started = std::chrono::steady_clock::now();
         sim::train::DagOptions options = dag;
@@ -216,6 +236,8 @@ int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topo
                 r.result.busiest_busy * 100);
   std::printf("best: %s, %.2f ms a step\n", describe(rows[0].layout).c_str(),
               rows[0].result.step_s * 1e3);
+  if (!skipped.empty()) std::printf("not layouts of this job:\n");
+  for (const std::string& why : skipped) std::printf("  %s\n", why.c_str());
   return 0;
 }
 
@@ -228,14 +250,16 @@ int sim_train_main(const std::vector<std::string>& args) {
           "usage: plait sim train --layout FILE | --timeline FILE [--step K]\n"
           "                       --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]\n"
           "                       [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies]\n"
-          "                       [--sweep [--ranks N]] [--json FILE] [--path LINES]\n"
+          "                       [--sweep [--ranks N] [--tp A,B] [--pp A,B] [--schedules S,T]]\n"
+          "                       [--json FILE] [--path LINES]\n"
           "One training step replayed on a modelled network: every rank's compute, and the\n"
           "schedules of its collectives and pipeline messages sharing links max-min. --layout:\n"
           "a JSON description of the model and its degrees (docs/sim.md); --timeline: a trace\n"
           "plait.torch.timeline recorded (PATH.json), the recorded step of median length or\n"
           "--step K. Prints the step time, compute, exposed communication and bubble over the\n"
           "ranks, the busiest link and the critical path. --sweep: every dp x tp x pp of N ranks\n"
-          "(tp within a host) and schedule for the layout's model, fastest first.\n"
+          "(tp within a host) and schedule for the layout's model, fastest first (--tp, --pp,\n"
+          "--schedules: only those); layouts that do not fit memory_per_rank are listed apart.\n"
           "--intra-rate: a host's memory path among its ranks (NVLink: 8 GPUs x 450 GB/s is\n"
           "28800gbit); --reduce-rate: reductions and copies (a GPU's: 8000gbit); else --tune's\n"
           "or this CPU's defaults. --replay copies: each TP group through its first rank (tp\n"

@@ -3,7 +3,8 @@
 //   plait sim train --layout FILE | --timeline FILE [--step K]
 //                   --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]
 //                   [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies]
-//                   [--sweep [--ranks N]] [--json FILE] [--path LINES]
+//                   [--sweep [--ranks N] [--tp A,B] [--pp A,B] [--schedules S,T]]
+//                   [--json FILE] [--path LINES]
 #pragma once
 
 #include <string>
