@@ -29,6 +29,7 @@
 // done. Ranks: rank = t + tp * (d + dp * stage), so a TP group is consecutive ranks.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "sim/train/step_graph.h"
@@ -76,9 +77,17 @@ Layout parse_layout(const std::string& json_text, int ranks = 0);
 // parse_layout() checks.
 Layout with_degrees(Layout layout, int dp, int tp, int pp, int ep, const std::string& schedule,
                     int chunks = 1);
-// `tp_copies`: each TP group as its first rank standing for the others (StepGraph::copies),
-// tp times fewer ranks to replay; exact where the copies' messages take the same paths (a
-// star, a minimally routed dragonfly), else each message waits for its slowest copy.
-StepGraph layout_step(const Layout& layout, bool tp_copies = false);
+enum class LayoutReplay : uint8_t {
+  kFull,          // every rank
+  // Each TP group as its first rank standing for the others (StepGraph::copies): tp times
+  // fewer ranks to replay.
+  kTpCopies,
+  // One pipeline (one rank a stage) standing for every rank: the DP allreduces through their
+  // first copy (a ring's or a hypercube's symmetry maps it to the others). ep must be 1.
+  kOnePipeline,
+};
+// Copies are exact where a message's copies take paths alike (a star); else each message
+// waits for its slowest copy.
+StepGraph layout_step(const Layout& layout, LayoutReplay how = LayoutReplay::kFull);
 
 }  // namespace plait::sim::train

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "plait/error.h"
 #include "sim/train/layout.h"
 
 namespace plait::sim::train {
@@ -47,7 +48,13 @@ std::vector<Unit> schedule_of(const Layout& l, int stage) {
 
 class StepWriter {
  public:
-  StepWriter(const Layout& l, bool tp_copies) : l_(l), copies_(tp_copies ? l.tp : 1) {
+  StepWriter(const Layout& l, LayoutReplay how)
+      : l_(l), tp_copies_(how != LayoutReplay::kFull && l.tp > 1),
+        dp_copies_(how == LayoutReplay::kOnePipeline && l.dp > 1),
+        copies_((tp_copies_ ? l.tp : 1) * (dp_copies_ ? l.dp : 1)) {
+    if (dp_copies_ && l.ep > 1)
+      throw invalid_usage("sim train: one pipeline cannot stand for the others with ep " +
+                          std::to_string(l.ep) + " (their alltoalls; --replay full or copies)");
     g_.ranks = l.ranks() / copies_;
     g_.copies = copies_;
     g_.programs.resize(g_.ranks);
@@ -76,9 +83,17 @@ class StepWriter {
   }
 
  private:
-  // With copies a TP group is its first rank, standing for the others (StepGraph::copies).
+  // With copies a TP group is its first rank, standing for the others (StepGraph::copies);
+  // through one pipeline, a stage is one rank standing for every rank that holds it.
   int rank(int t, int d, int s) const {
-    return copies_ > 1 ? d + l_.dp * s : t + l_.tp * (d + l_.dp * s);
+    if (dp_copies_) return tp_copies_ || l_.tp == 1 ? s : t + l_.tp * s;
+    return tp_copies_ ? d + l_.dp * s : t + l_.tp * (d + l_.dp * s);
+  }
+
+  // A call's group ranks in the graph: repeats (ranks standing for several) are one.
+  static std::vector<int> distinct(std::vector<int> m) {
+    m.erase(std::unique(m.begin(), m.end()), m.end());
+    return m;
   }
 
   // The call a key names, made the first time a member asks for it.
@@ -94,7 +109,13 @@ class StepWriter {
     c.op = op;
     c.members = members;
     c.dtype = l_.dtype;
-    const size_t size = members.size() == 1 ? copies_ : members.size();
+    // A call of one member is among its copies: its TP group's, or its DP group's (the
+    // replicas, every tp-th copy).
+    if (members.size() == 1) {
+      c.copy_group = kind == Kind::kTp ? l_.tp : l_.dp;
+      c.copy_stride = kind == Kind::kTp || !tp_copies_ ? 1 : l_.tp;
+    }
+    const size_t size = members.size() == 1 ? c.copy_group : members.size();
     const uint64_t unit = dtype_size(l_.dtype) * (bytes_are_blocks(op) && !p2p ? size : 1);
     c.bytes = std::max<uint64_t>(unit, static_cast<uint64_t>(bytes) / unit * unit);
     c.group = p2p ? -1 : static_cast<int>(static_cast<uint64_t>(kind) * g_.ranks + first);
@@ -107,14 +128,15 @@ class StepWriter {
 
   std::vector<int> tp_group(int d, int s) const {
     std::vector<int> m;
-    for (int t = 0; t < l_.tp / copies_; ++t) m.push_back(rank(t, d, s));
-    return m;
+    for (int t = 0; t < l_.tp; ++t) m.push_back(rank(t, d, s));
+    return distinct(m);
   }
 
   void collective(int r, Kind kind, const std::vector<int>& members, int layer, int mb,
                   bool forward, int index, coll::CollOp op, double bytes, bool wait) {
-    // One member is a call among its copies (TP), else nothing to do.
-    const bool among_copies = kind == Kind::kTp && copies_ > 1;
+    // One member is a call among its copies (TP, or DP through one pipeline), else nothing
+    // to do.
+    const bool among_copies = (kind == Kind::kTp && tp_copies_) || (kind == Kind::kDp && dp_copies_);
     if ((members.size() < 2 && !among_copies) || bytes <= 0) return;
     const int c = call(kind, members[0], layer, mb, forward, index, members, op, bytes, false);
     g_.issue(r, c);
@@ -155,6 +177,7 @@ class StepWriter {
     const Layer& L = l_.layers[layer];
     std::vector<int> dp;
     for (int k = 0; k < l_.dp; ++k) dp.push_back(rank(t, k, s));
+    dp = distinct(dp);
     const double e = dtype_size(l_.dtype);
     collective(r, Kind::kDp, dp, layer, 0, false, 0, coll::CollOp::kAllreduce,
                (L.params - L.expert_params) / l_.tp * e, false);
@@ -187,8 +210,8 @@ class StepWriter {
   }
 
   void write_rank(int r) {
-    const int tp = l_.tp / copies_;  // ranks of a TP group in the graph
-    const int t = r % tp, d = (r / tp) % l_.dp, s = r / (tp * l_.dp);
+    const int tp = tp_copies_ ? 1 : l_.tp, dp = dp_copies_ ? 1 : l_.dp;  // in the graph
+    const int t = r % tp, d = (r / tp) % dp, s = r / (tp * dp);
     const int last_vs = l_.pp * l_.chunks - 1;
     const int m = l_.microbatches();
     pending_.clear();
@@ -213,6 +236,7 @@ class StepWriter {
   }
 
   const Layout& l_;
+  const bool tp_copies_, dp_copies_;
   const int copies_;
   StepGraph g_;
   std::vector<std::vector<int>> stage_layers_;  // by virtual stage: layer indices
@@ -222,8 +246,8 @@ class StepWriter {
 
 }  // namespace
 
-StepGraph layout_step(const Layout& layout, bool tp_copies) {
-  return StepWriter(layout, tp_copies && layout.tp > 1).write();
+StepGraph layout_step(const Layout& layout, LayoutReplay how) {
+  return StepWriter(layout, how).write();
 }
 
 }  // namespace plait::sim::train

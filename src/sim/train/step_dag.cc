@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "plait/error.h"
 #include "sim/contention.h"
+#include "sim/relabelling.h"
 
 namespace plait::sim::train {
 namespace {
@@ -41,6 +42,7 @@ class DagBuilder {
     after_.resize(graph_.calls.size());
     load_programs();
     dag_.algorithms.resize(graph_.calls.size());
+    dag_.symmetry.assign(graph_.calls.size(), Symmetry::kNone);
     for (size_t c = 0; c < graph_.calls.size(); ++c) load_call(static_cast<int>(c));
     for (const auto& [wait, c, pos] : waits_) edge(dag_.ends[c][pos].done, wait);
     // A group's calls run in the order each member issues them.
@@ -106,28 +108,39 @@ class DagBuilder {
     }
   }
 
+  // The host of each of the call's group ranks: its members', or for a call of one member
+  // among its copies (Call::copy_group), the first such set of copies'.
+  std::vector<int> group_hosts(const Call& c) const {
+    std::vector<int> out;
+    if (c.members.size() > 1 || graph_.copies == 1) {
+      for (int m : c.members) out.push_back(host(m));
+      return out;
+    }
+    const int size = c.copy_group > 0 ? c.copy_group : graph_.copies;
+    for (int k = 0; k < size; ++k)
+      out.push_back(options_.placement.host_of(c.members[0] * graph_.copies + k * c.copy_stride));
+    return out;
+  }
+
   coll::CollArgs args_of(const Call& c) const {
     coll::CollArgs a;
     a.op = c.op;
-    a.size = c.members.size() == 1 ? graph_.copies : static_cast<int>(c.members.size());
+    const std::vector<int> hosts_of = group_hosts(c);
+    a.size = static_cast<int>(hosts_of.size());
     a.dtype = c.dtype;
     a.root = c.root;
     const size_t elem = dtype_size(c.dtype);
     a.count = c.bytes / elem / (bytes_are_blocks(c.op) ? a.size : 1);
     a.chunk_count = std::max<size_t>(1, options_.chunk_bytes / elem);
-    std::set<int> hosts;
-    for (int m : c.members) hosts.insert(host(m));
-    if (hosts.size() > 1)
-      for (int m : c.members) a.host_of.push_back(host(m));
+    if (std::set<int>(hosts_of.begin(), hosts_of.end()).size() > 1) a.host_of = hosts_of;
     return a;
   }
 
   // The cost model's pick, as a communicator of these members on this network makes it
   // (kept per shape: a step has many calls alike).
   const coll::AlgorithmInfo* pick(const Call& c, const coll::CollArgs& args) {
-    std::set<int> hosts;
-    for (int m : c.members) hosts.insert(host(m));
-    const int h = static_cast<int>(hosts.size());
+    const std::vector<int> hosts_of = group_hosts(c);
+    const int h = static_cast<int>(std::set<int>(hosts_of.begin(), hosts_of.end()).size());
     const int per_host = (args.size + h - 1) / h;
     const auto key = std::make_tuple(static_cast<int>(c.op), c.bytes, args.size, h,
                                      static_cast<int>(c.dtype), c.root);
@@ -176,6 +189,9 @@ class DagBuilder {
     } else if (one_host(call)) {
       load_host_call(c);
       return;
+    } else if (call.members.size() == 1 && graph_.copies > 1) {
+      load_copies_call(c);
+      return;
     } else {
       coll::CollArgs args = args_of(call);
       const coll::AlgorithmInfo* info = info_of(c, args);
@@ -216,9 +232,10 @@ class DagBuilder {
   }
 
   bool one_host(const Call& c) const {
-    for (int m : c.members)
-      if (host(m) != host(c.members[0])) return false;
-    return c.members.size() > 1 || graph_.copies > 1;
+    const std::vector<int> hosts_of = group_hosts(c);
+    for (int h : hosts_of)
+      if (h != hosts_of[0]) return false;
+    return hosts_of.size() > 1;
   }
 
   const coll::AlgorithmInfo* info_of(int c, const coll::CollArgs& args) {
@@ -238,6 +255,109 @@ class DagBuilder {
                           std::string(coll::to_string(info->algorithm)) +
                           " is not a schedule; force another algorithm");
     return info;
+  }
+
+  // A call among a rank's copies across hosts: the schedule of its first copy (group rank 0),
+  // each of whose messages stands for every copy's, as the call's symmetry maps it: copy q's
+  // schedule is rank 0's with each peer p moved to p + q (a ring) or p ^ q (halving-doubling,
+  // recursive doubling), checked on the copies where a ring or a hypercube turns.
+  void load_copies_call(int c) {
+    const Call& call = graph_.calls[c];
+    coll::CollArgs args = args_of(call);
+    const coll::AlgorithmInfo* info = info_of(c, args);
+    dag_.algorithms[c] = std::string(coll::to_string(info->algorithm));
+    const int n = args.size;
+    args.rank = 0;
+    const coll::Schedule first = info->build(args);
+    auto maps = [&](Symmetry kind) {
+      if (kind == Symmetry::kXor && (n & (n - 1)) != 0) return false;
+      for (int q : {1, n / 2, n - 1}) {
+        if (q <= 0 || q >= n) continue;
+        args.rank = q;
+        const coll::Schedule other = info->build(args);
+        const bool same = relabelled(first, other, [&](int p) {
+          return kind == Symmetry::kShift ? (p + q) % n : p ^ q;
+        });
+        if (!same) return false;
+      }
+      return true;
+    };
+    Symmetry kind = Symmetry::kEvery;
+    for (Symmetry k : {Symmetry::kShift, Symmetry::kXor})
+      if (kind == Symmetry::kEvery && maps(k)) kind = k;
+    dag_.symmetry[c] = kind;
+    if (kind == Symmetry::kEvery) {
+      // Every group rank's steps on the one rank; its gate starts them all, its end waits
+      // for them all (the slowest replica).
+      std::map<std::pair<int, int>, std::vector<NodeId>> sends;
+      std::vector<NodeId> recvs;
+      for (int k = 0; k < n; ++k) {
+        args.rank = k;
+        load_group_rank(c, info->build(args), k, &sends, &recvs);
+      }
+      pair_messages(c, sends, recvs, /*by_group_rank=*/true);
+      return;
+    }
+    std::map<std::pair<int, int>, std::vector<NodeId>> by_pair;
+    std::vector<NodeId> recvs;
+    load_group_rank(c, first, 0, &by_pair, &recvs);
+    std::map<int, std::vector<NodeId>> sends;  // by group peer, in step order
+    for (auto& [pair, ids] : by_pair) sends[pair.second] = std::move(ids);
+    // Rank 0's k-th receive from q is q's k-th send to 0: by the symmetry, rank 0's k-th send
+    // to the peer that maps to 0 under q's relabelling, moved.
+    std::map<int, size_t> taken;
+    for (NodeId r : recvs) {
+      Node& recv = dag_.nodes[r];
+      const int q = recv.group_peer;
+      const int to = kind == Symmetry::kShift ? (n - q) % n : q;
+      size_t& k = taken[to];
+      if (k >= sends[to].size())
+        throw invalid_usage("sim train: call " + std::to_string(c) + " (" + call.name +
+                            "): its first rank receives more from " + std::to_string(q) +
+                            " than the symmetry gives it");
+      const NodeId sn = sends[to][k++];
+      recv.message = dag_.nodes[sn].message = static_cast<int32_t>(dag_.messages.size());
+      recv.bytes = dag_.nodes[sn].bytes;
+      dag_.messages.push_back({sn, r});
+    }
+  }
+
+  // Group rank k's steps of call c (among copies of its one member) on that member, between
+  // its gate and its end; sends by (group rank, group peer).
+  void load_group_rank(int c, const coll::Schedule& s, int k,
+                       std::map<std::pair<int, int>, std::vector<NodeId>>* sends,
+                       std::vector<NodeId>* recvs) {
+    const Call& call = graph_.calls[c];
+    const CallEnds ends = dag_.ends[c][0];
+    const size_t elem = dtype_size(call.dtype);
+    const NodeId base = static_cast<NodeId>(dag_.nodes.size());
+    for (coll::StepId j = 0; j < s.steps.size(); ++j) {
+      const coll::Step& st = s.steps[j];
+      Node node;
+      node.rank = call.members[0];
+      node.call = c;
+      node.index = j;
+      node.peer = st.peer >= 0 ? call.members[0] : -1;
+      node.group_peer = st.peer;
+      node.group_rank = k;
+      switch (st.kind) {
+        case StepKind::kSend:
+          node.kind = NodeKind::kSend;
+          node.bytes = static_cast<double>(st.src.count * elem);
+          break;
+        case StepKind::kRecv: node.kind = NodeKind::kRecv; break;
+        case StepKind::kRecvReduce: node.kind = NodeKind::kRecvReduce; break;
+        default: node.kind = NodeKind::kLocal; break;
+      }
+      node.seconds = core_seconds(st, elem, options_.sim);
+      const NodeId id = add(node);
+      if (node.kind == NodeKind::kSend) (*sends)[{k, st.peer}].push_back(id);
+      if (node.kind == NodeKind::kRecv || node.kind == NodeKind::kRecvReduce) recvs->push_back(id);
+      if (st.dep_count == 0) edge(ends.gate, id);
+      for (coll::StepId d : s.deps_of(st)) edge(base + d, id);
+      edge(id, ends.done);
+    }
+    if (s.steps.empty()) edge(ends.gate, ends.done);
   }
 
   // One node for the call, after every member's gate and before every member's end.
@@ -268,11 +388,12 @@ class DagBuilder {
 
   // The k-th send from a to b within a call pairs with b's k-th receive from a.
   void pair_messages(int c, std::map<std::pair<int, int>, std::vector<NodeId>>& sends,
-                     const std::vector<NodeId>& recvs) {
+                     const std::vector<NodeId>& recvs, bool by_group_rank = false) {
     std::map<std::pair<int, int>, size_t> taken;
     for (NodeId r : recvs) {
       Node& recv = dag_.nodes[r];
-      const auto key = std::make_pair(recv.peer, recv.rank);
+      const auto key = by_group_rank ? std::make_pair(recv.group_peer, recv.group_rank)
+                                     : std::make_pair(recv.peer, recv.rank);
       size_t& k = taken[key];
       const std::vector<NodeId>& from = sends[key];
       if (k >= from.size())

@@ -43,6 +43,8 @@ struct Node {
   int32_t peer = -1;     // global
   int32_t call = -1;     // steps, gates and ends: their call; tasks: the call they issue or wait
   int32_t message = -1;  // kSend, kRecv, kRecvReduce
+  int32_t group_peer = -1;  // a call among copies (load_copies_call): the step's group peer
+  int32_t group_rank = 0;   // and, where every group rank is replayed, whose step it is
   uint32_t index = 0;    // kTask: its place in the program; steps: in the member's schedule
   NodeKind kind = NodeKind::kTask;
 };
@@ -58,6 +60,12 @@ struct CallEnds {
   NodeId done = kNoNode;
 };
 
+// How a call among a rank's copies maps its first copy's messages to the others' (copy q's
+// peer of p): p + q mod n, or p ^ q.
+// kEvery: no such symmetry (a tree), so every group rank's schedule is replayed on the one
+// rank, each step standing for its copies in the other sets of copies.
+enum class Symmetry : uint8_t { kNone, kShift, kXor, kEvery };
+
 struct StepDag {
   std::vector<Node> nodes;
   std::vector<uint32_t> deps;                 // by node: how many it waits for
@@ -66,6 +74,7 @@ struct StepDag {
   std::vector<Message> messages;
   std::vector<std::vector<CallEnds>> ends;    // by call, parallel to its members
   std::vector<std::string> algorithms;        // by call: "ring", "p2p"
+  std::vector<Symmetry> symmetry;             // by call (kNone but for calls among copies)
   std::vector<NodeId> last_task;              // by rank: its program's last node (or none)
 };
 

@@ -67,7 +67,13 @@ void check(const StepGraph& g) {
     }
     if (!call.p2p && (call.root < 0 || call.root >= n))
       bad(call_text(g, c) + ": root " + std::to_string(call.root) + " is not a group rank");
-    const int size = n == 1 ? g.copies : n;  // a call of one member is among its copies
+    // A call of one member is among its copies.
+    const int size = n > 1 ? n : call.copy_group > 0 ? call.copy_group : g.copies;
+    if (n == 1 && (call.copy_stride < 1 || size * call.copy_stride > g.copies ||
+                   g.copies % (size * call.copy_stride) != 0))
+      bad(call_text(g, c) + ": " + std::to_string(size) + " copies " +
+          std::to_string(call.copy_stride) + " apart do not tile the " +
+          std::to_string(g.copies) + " copies of a rank");
     const uint64_t unit =
         dtype_size(call.dtype) * (!call.p2p && bytes_are_blocks(call.op) ? size : 1);
     if (call.bytes % unit != 0)

@@ -32,6 +32,11 @@ struct Call {
   // Calls of one group run one after another on each member, in the order it issues them
   // (a communicator's queue); -1: none (p2p messages).
   int group = -1;
+  // A call of one member among that member's copies (StepGraph::copies): `copy_group` of
+  // them, `copy_stride` apart (copies c, c + stride, ...; each such set one call). 0: all of
+  // them, consecutive.
+  int copy_group = 0;
+  int copy_stride = 1;
 };
 
 enum class TaskKind : uint8_t {
@@ -57,9 +62,12 @@ struct StepGraph {
   std::vector<double> starts;
   // Each rank stands for `copies` ranks that run its program alike (the ranks of a tensor-
   // parallel group): rank r is rank r * copies of the job, its copies the next copies - 1.
-  // A call of one member is a call among that member's copies (within its host); a call of
-  // several stands for `copies` calls alike, copy t among the members' t-th copies, each
-  // message for its copies' messages on their own paths. 1: every rank is itself.
+  // A call of one member is a call among that member's copies (Call::copy_group): within
+  // one host, its time alone there; across hosts (the data-parallel allreduce of a step
+  // replayed through one pipeline), the schedule of its first copy, whose messages stand for
+  // every copy's as the call's symmetry (a shift or an exclusive or) maps them. A call of
+  // several members stands for `copies` calls alike, copy t among the members' t-th copies.
+  // Each message stands for its copies' messages on their own paths. 1: every rank is itself.
   int copies = 1;
 
   // Appends to `rank`'s program.

@@ -113,8 +113,18 @@ class StepReplay {
     }
   }
 
+  // A rank's core; a step of another group rank replayed on it (Symmetry::kEvery) runs on
+  // that replica's core.
+  int core_of(const Node& node) {
+    if (node.group_rank == 0) return node.rank;
+    const uint64_t key = static_cast<uint64_t>(node.rank) << 32 | static_cast<uint32_t>(node.group_rank);
+    auto [it, added] = extra_cores_.try_emplace(key, static_cast<int>(core_free_.size()));
+    if (added) core_free_.push_back(0), core_last_.push_back(kNoNode);
+    return it->second;
+  }
+
   void on_core(NodeId n, double at) {
-    const int r = dag_.nodes[n].rank;
+    const int r = core_of(dag_.nodes[n]);
     if (core_free_[r] > at) {
       states_[n].cause = core_last_[r];
       at = core_free_[r];
@@ -140,47 +150,78 @@ class StepReplay {
       case NodeKind::kRecvReduce:
         return maybe_received(n);
       case NodeKind::kSend: {
-        const bool local = host(node.rank) == host(node.peer);
         double latency = 0;
-        if (!local) routes_[node.message] = route_copies(node, &latency);
-        const double alpha = local ? options_.sim.intra_alpha_s : options_.sim.alpha_s;
+        bool remote = false;
+        routes_[node.message] = route_copies(node, &latency, &remote);
+        const double alpha = remote ? options_.sim.alpha_s : options_.sim.intra_alpha_s;
         return push(t + alpha + latency, EventKind::kFlowStart, static_cast<uint32_t>(node.message));
       }
     }
   }
 
   // The paths of a message's copies (StepGraph::copies): copy t from the sender's t-th copy
-  // to the receiver's, hashed apart; copies on the same paths are one weighted flow.
+  // to the receiver's (for a call among copies, to the copy its symmetry maps the peer to),
+  // hashed apart; copies on the same paths, or in the same host, are one weighted flow.
   struct CopyPaths {
-    std::vector<Path> paths;
+    std::vector<Path> paths;  // none: within `host`, on its memory path
+    int host = -1;
     int weight = 0;
   };
-  std::vector<CopyPaths> route_copies(const Node& send, double* latency) const {
+  std::pair<int, int> copy_ends(const Node& send, int t) const {
     const int n = graph_.copies;
+    const Symmetry kind = dag_.symmetry[send.call];
+    if (kind == Symmetry::kNone) return {send.rank * n + t, send.peer * n + t};
+    const Call& c = graph_.calls[send.call];
+    const int size = c.copy_group > 0 ? c.copy_group : n, stride = c.copy_stride;
+    if (kind == Symmetry::kEvery) {
+      // Copy t of group rank k's step: in the t-th set of copies (the sets' first copies
+      // taken in order), from its k-th to its peer's.
+      const int set = t % stride + (t / stride) * stride * size;
+      if (set >= n) return {-1, -1};
+      return {send.rank * n + set + stride * send.group_rank,
+              send.rank * n + set + stride * send.group_peer};
+    }
+    const int index = (t / stride) % size, base = t - stride * index;
+    const int to = kind == Symmetry::kShift ? (send.group_peer + index) % size
+                                            : send.group_peer ^ index;
+    return {send.rank * n + t, send.rank * n + base + stride * to};
+  }
+  std::vector<CopyPaths> route_copies(const Node& send, double* latency, bool* remote) const {
     std::vector<CopyPaths> out;
-    for (int t = 0; t < n; ++t) {
-      const int from = options_.placement.host_of(send.rank * n + t);
-      const int to = options_.placement.host_of(send.peer * n + t);
-      std::vector<Path> paths =
-          topology_.route(from, to, static_cast<uint64_t>(send.message) * n + t);
-      double l = 0;
-      for (int link : paths[0].links) l += topology_.links()[link].latency_s;
-      *latency = std::max(*latency, l);
+    for (int t = 0; t < graph_.copies; ++t) {
+      const auto [from_rank, to_rank] = copy_ends(send, t);
+      if (from_rank < 0) break;  // kEvery: a step stands for one copy in each set
+      const int from = options_.placement.host_of(from_rank);
+      const int to = options_.placement.host_of(to_rank);
+      CopyPaths copy{{}, from, 1};
+      if (from != to) {
+        copy.paths = topology_.route(from, to, static_cast<uint64_t>(send.message) * graph_.copies + t);
+        copy.host = -1;
+        double l = 0;
+        for (int link : copy.paths[0].links) l += topology_.links()[link].latency_s;
+        *latency = std::max(*latency, l);
+        *remote = true;
+      }
       auto same = std::find_if(out.begin(), out.end(), [&](const CopyPaths& c) {
-        if (c.paths.size() != paths.size()) return false;
-        for (size_t i = 0; i < paths.size(); ++i)
-          if (c.paths[i].links != paths[i].links) return false;
+        if (c.host != copy.host || c.paths.size() != copy.paths.size()) return false;
+        for (size_t i = 0; i < c.paths.size(); ++i)
+          if (c.paths[i].links != copy.paths[i].links) return false;
         return true;
       });
       if (same != out.end()) ++same->weight;
-      else out.push_back({std::move(paths), 1});
+      else out.push_back(std::move(copy));
     }
     return out;
   }
 
+  // A connection: (call, sender, receiver); in a call among copies the receiver is the
+  // group peer.
   uint64_t fifo_key(const Node& send) const {
-    const uint64_t ranks = static_cast<uint64_t>(graph_.ranks);
-    return (static_cast<uint64_t>(send.call) * ranks + send.rank) * ranks + send.peer;
+    const uint64_t to =
+        send.group_peer >= 0
+            ? static_cast<uint64_t>(send.group_rank) << 12 | static_cast<uint32_t>(send.group_peer)
+            : static_cast<uint32_t>(send.peer);
+    return static_cast<uint64_t>(send.call) << 40 | static_cast<uint64_t>(send.rank) << 24 | to;
   }
 
   void flow_start(int message) {
@@ -191,18 +232,19 @@ class StepReplay {
   void begin_flow(int message) {
     const Node& send = dag_.nodes[dag_.messages[message].send];
     auto it = routes_.find(message);
-    if (it == routes_.end()) {  // ranks of one host: its memory path
-      messages_[message].subflows_left = 1;
-      add_subflow(message, send.bytes, {memory_path(host(send.rank))}, graph_.copies);
-      return;
-    }
     const std::vector<CopyPaths> groups = std::move(it->second);
     routes_.erase(it);
     messages_[message].subflows_left = 0;
-    for (const CopyPaths& g : groups) messages_[message].subflows_left += g.paths.size();
     for (const CopyPaths& g : groups)
+      messages_[message].subflows_left += std::max<int>(1, g.paths.size());
+    for (const CopyPaths& g : groups) {
+      if (g.paths.empty()) {  // copies within one host: its memory path
+        add_subflow(message, send.bytes, {memory_path(g.host)}, g.weight);
+        continue;
+      }
       for (const Path& p : g.paths) add_subflow(message, send.bytes * p.share, p.links, g.weight);
-    network_bytes_ += send.bytes * graph_.copies;
+      network_bytes_ += send.bytes * g.weight;
+    }
   }
 
   void add_subflow(int message, double bytes, std::vector<int> links, int weight) {
@@ -390,6 +432,7 @@ class StepReplay {
   FlowNetwork network_;
   std::vector<double> core_free_;
   std::vector<NodeId> core_last_;
+  std::unordered_map<uint64_t, int> extra_cores_;  // (rank, group rank) -> index, beyond ranks
   std::unordered_map<int, std::vector<CopyPaths>> routes_;  // by message, until its flows start
   std::unordered_map<int, int> memory_paths_;          // by host
   std::vector<int> flow_message_;

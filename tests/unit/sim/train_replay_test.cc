@@ -28,6 +28,8 @@ std::string two_blocks(int pp, const std::string& schedule, int global_batch) {
          R"(, "schedule": ")" + schedule + R"("})";
 }
 
+void expect_refused(const std::function<void()>& f, const std::string& says);
+
 DagOptions free_messages(int ranks) {
   DagOptions o;
   o.sim.alpha_s = 0;
@@ -173,7 +175,7 @@ TEST(TrainReplay, ATensorParallelGroupThroughItsFirstRankIsExactOnAStar) {
   DagOptions o;
   o.placement = {.ranks = 8, .ranks_per_host = 2};
   const StepGraph full = layout_step(l);
-  const StepGraph copies = layout_step(l, /*tp_copies=*/true);
+  const StepGraph copies = layout_step(l, LayoutReplay::kTpCopies);
   ASSERT_EQ(full.ranks, 8);
   ASSERT_EQ(copies.ranks, 4);
   ASSERT_EQ(copies.copies, 2);
@@ -183,6 +185,39 @@ TEST(TrainReplay, ATensorParallelGroupThroughItsFirstRankIsExactOnAStar) {
   EXPECT_NEAR(b.network_bytes, a.network_bytes, 1);
   EXPECT_LT(b.nodes, a.nodes);
   EXPECT_GT(a.network_bytes, 0);
+}
+
+TEST(TrainReplay, OnePipelineStandingForTheOthersIsExactOnAStar) {
+  // 4 x 2 x 2 (dp, tp, pp) on 8 hosts of 2 ranks, the DP allreduces a ring, halving-
+  // doubling or a double binary tree across the 4 replicas: through one pipeline (2 ranks,
+  // each for 8), every replica's messages are its images under the ring's shift (or the
+  // hypercube's xor).
+  const std::string text = R"({"model": {"seq": 512, "dtype": "bf16", "layers": [
+      {"kind": "transformer", "count": 4, "hidden": 512, "ffn": 2048}]},
+      "flops_per_s": 1e12, "global_batch": 8, "dp": 4, "tp": 2, "pp": 2, "schedule": "1f1b"})";
+  const Layout l = parse_layout(text, 16);
+  const auto topology = parse_topology("star:hosts=8,rate=10gbit");
+  DagOptions o;
+  o.placement = {.ranks = 16, .ranks_per_host = 2};
+  const StepGraph full = layout_step(l);
+  const StepGraph one = layout_step(l, LayoutReplay::kOnePipeline);
+  ASSERT_EQ(one.ranks, 2);
+  ASSERT_EQ(one.copies, 8);
+  // A double binary tree has no such symmetry: every replica's tree steps are replayed on
+  // the one pipeline, each standing for its TP copies.
+  for (coll::Algorithm a : {coll::Algorithm::kRing, coll::Algorithm::kHalvingDoubling,
+                            coll::Algorithm::kDoubleBinaryTree}) {
+    StepGraph f = full, p = one;
+    for (Call& c : f.calls)
+      if (c.name.starts_with("dp")) c.algorithm = a, c.chosen = true;
+    for (Call& c : p.calls)
+      if (c.name.starts_with("dp")) c.algorithm = a, c.chosen = true;
+    const TrainResult x = replay_step(*topology, f, o);
+    const TrainResult y = replay_step(*topology, p, o);
+    EXPECT_NEAR(y.step_s, x.step_s, x.step_s * 1e-6) << coll::to_string(a);
+    EXPECT_NEAR(y.network_bytes, x.network_bytes, 1) << coll::to_string(a);
+    EXPECT_LT(y.nodes, x.nodes);
+  }
 }
 
 void expect_refused(const std::function<void()>& f, const std::string& says) {

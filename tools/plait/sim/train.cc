@@ -29,6 +29,7 @@ struct TrainOptions {
   std::vector<int> tps, pps;           // --sweep's choices (empty: every divisor)
   std::vector<std::string> schedules;  // empty: gpipe, 1f1b, interleaved-1f1b  // auto | full | copies (sim::train::layout_step's tp_copies)
   int path_lines = 12;
+  double max_flows_solved = 0;  // 0: SimParams' default
 };
 
 int positive(const std::string& option, const std::string& text) {
@@ -61,6 +62,7 @@ TrainOptions parse(const std::vector<std::string>& args) {
     else if (a == "--reduce-rate") o.reduce_rate = sim::parse_rate(value(), "--reduce-rate");
     else if (a == "--json") o.json = value();
     else if (a == "--path") o.path_lines = positive(a, value());
+    else if (a == "--max-solved") o.max_flows_solved = std::stod(value());  // tests, experiments
     else if (a == "--sweep") o.sweep = true;
     else if (a == "--tp" || a == "--pp") {
       std::stringstream list(value());
@@ -72,8 +74,9 @@ TrainOptions parse(const std::vector<std::string>& args) {
     }
     else if (a == "--replay") {
       o.replay = value();
-      if (o.replay != "auto" && o.replay != "full" && o.replay != "copies")
-        throw invalid_usage("sim train: --replay takes auto, full or copies, not '" + o.replay + "'");
+      if (o.replay != "auto" && o.replay != "full" && o.replay != "copies" && o.replay != "pipeline")
+        throw invalid_usage("sim train: --replay takes auto, full, copies or pipeline, not '" +
+                            o.replay + "'");
     }
     else throw invalid_usage("sim train: unknown option '" + a + "'");
   }
@@ -135,15 +138,20 @@ void report(const sim::Topology& t, const sim::train::TrainResult& r, int path_l
     std::printf("  %s\n", r.critical_path[i].c_str());
 }
 
-// Through each TP group's first rank (--replay copies; auto: above the ranks a full replay
-// of a collective takes, replay.h's kMaxFullReplayRanks).
-bool tp_copies(const TrainOptions& o, const sim::train::Layout& l) {
-  if (o.replay == "auto") return l.ranks() > sim::kMaxFullReplayRanks && l.tp > 1;
-  return o.replay == "copies";
+// --replay copies: each TP group through its first rank; pipeline: one pipeline for all;
+// auto: one pipeline above the ranks a full replay of a collective takes (replay.h's
+// kMaxFullReplayRanks), through TP groups' first ranks where expert parallelism rules that out.
+sim::train::LayoutReplay how(const TrainOptions& o, const sim::train::Layout& l) {
+  using sim::train::LayoutReplay;
+  if (o.replay == "full") return LayoutReplay::kFull;
+  if (o.replay == "copies") return LayoutReplay::kTpCopies;
+  if (o.replay == "pipeline") return LayoutReplay::kOnePipeline;
+  if (l.ranks() <= sim::kMaxFullReplayRanks) return LayoutReplay::kFull;
+  return l.ep > 1 ? LayoutReplay::kTpCopies : LayoutReplay::kOnePipeline;
 }
 
 sim::train::StepGraph step_of(const TrainOptions& o, const sim::train::Layout& l) {
-  return sim::train::layout_step(l, tp_copies(o, l));
+  return sim::train::layout_step(l, how(o, l));
 }
 
 std::string describe(const sim::train::Layout& l) {
@@ -162,6 +170,37 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
+// One JSON line: the step's shape (a layout's degrees, where it came from one) and times.
+std::string record(const sim::Topology& t, int ranks, const sim::train::Layout* l,
+                   const sim::train::TrainResult& r, double replay_s) {
+  char line[640];
+  std::string degrees;
+  if (l) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "\"dp\": %d, \"tp\": %d, \"pp\": %d, \"ep\": %d, \"schedule\": \"%s\", "
+                  "\"chunks\": %d, \"microbatches\": %d, ",
+                  l->dp, l->tp, l->pp, l->ep, l->schedule.c_str(), l->chunks, l->microbatches());
+    degrees = buf;
+  }
+  std::snprintf(line, sizeof line,
+                "{\"topology\": \"%s\", \"ranks\": %d, %s\"step_s\": %.6g, \"compute_s\": %.6g, "
+                "\"exposed_s\": %.6g, \"bubble_s\": %.6g, \"busiest_busy\": %.4g, "
+                "\"replay_s\": %.3g}\n",
+                t.spec().c_str(), ranks, degrees.c_str(), r.step_s,
+                median_of(r, &sim::train::RankTime::compute_s),
+                median_of(r, &sim::train::RankTime::exposed_s),
+                median_of(r, &sim::train::RankTime::bubble_s), r.busiest_busy, replay_s);
+  return line;
+}
+
+void append(const std::string& path, const std::string& line) {
+  if (path.empty()) return;
+  std::ofstream out(path, std::ios::app);
+  if (!out) throw Error(ErrorCategory::kSystem, "sim train: cannot write " + path);
+  out << line;
+}
+
 int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topology& t,
           const sim::train::DagOptions& dag) {
   const int n = o.ranks > 0 ? o.ranks : base.ranks();
@@ -171,8 +210,6 @@ int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topo
     double seconds = 0;
   };
   std::vector<Row> rows;
-  std::ofstream json;
-  if (!o.json.empty()) json.open(o.json, std::ios::app);
   std::vector<std::string> skipped;
   const std::vector<int> tps = o.tps.empty() ? divisors(std::min(n, o.ranks_per_host)) : o.tps;
   for (int tp : tps)
@@ -200,26 +237,17 @@ int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topo
         const auto started = std::chrono::steady_clock::now();
         sim::train::DagOptions options = dag;
         options.placement.ranks = n;
-        row.result = sim::train::replay_step(t, step_of(o, row.layout), options);
+        try {
+          row.result = sim::train::replay_step(t, step_of(o, row.layout), options);
+        } catch (const Error& e) {  // past the replay's limits: the others may still be replayed
+          skipped.push_back(describe(row.layout) + ": " + e.message());
+          continue;
+        }
         row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         std::printf("%-52s %10.2f ms  (replayed in %.1f s)\n", describe(row.layout).c_str(),
                     row.result.step_s * 1e3, row.seconds);
         std::fflush(stdout);
-        if (json) {
-          char line[512];
-          std::snprintf(line, sizeof line,
-                        "{\"topology\": \"%s\", \"ranks\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, "
-                        "\"ep\": %d, \"schedule\": \"%s\", \"chunks\": %d, \"microbatches\": %d, "
-                        "\"step_s\": %.6g, \"compute_s\": %.6g, \"exposed_s\": %.6g, "
-                        "\"bubble_s\": %.6g, \"busiest_busy\": %.4g, \"replay_s\": %.3g}\n",
-                        t.spec().c_str(), n, dp, tp, pp, ep, schedule.c_str(), chunks,
-                        row.layout.microbatches(), row.result.step_s,
-                        median_of(row.result, &sim::train::RankTime::compute_s),
-                        median_of(row.result, &sim::train::RankTime::exposed_s),
-                        median_of(row.result, &sim::train::RankTime::bubble_s),
-                        row.result.busiest_busy, row.seconds);
-          json << line;
-        }
+        append(o.json, record(t, n, &row.layout, row.result, row.seconds));
         rows.push_back(std::move(row));
       }
     }
@@ -236,7 +264,7 @@ int sweep(const TrainOptions& o, const sim::train::Layout& base, const sim::Topo
                 r.result.busiest_busy * 100);
   std::printf("best: %s, %.2f ms a step\n", describe(rows[0].layout).c_str(),
               rows[0].result.step_s * 1e3);
-  if (!skipped.empty()) std::printf("not layouts of this job:\n");
+  if (!skipped.empty()) std::printf("not replayed (not layouts of this job, or past the replay's limits):\n");
   for (const std::string& why : skipped) std::printf("  %s\n", why.c_str());
   return 0;
 }
@@ -249,7 +277,7 @@ int sim_train_main(const std::vector<std::string>& args) {
       std::fputs(
           "usage: plait sim train --layout FILE | --timeline FILE [--step K]\n"
           "                       --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]\n"
-          "                       [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies]\n"
+          "                       [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies|pipeline]\n"
           "                       [--sweep [--ranks N] [--tp A,B] [--pp A,B] [--schedules S,T]]\n"
           "                       [--json FILE] [--path LINES]\n"
           "One training step replayed on a modelled network: every rank's compute, and the\n"
@@ -263,8 +291,10 @@ int sim_train_main(const std::vector<std::string>& args) {
           "--intra-rate: a host's memory path among its ranks (NVLink: 8 GPUs x 450 GB/s is\n"
           "28800gbit); --reduce-rate: reductions and copies (a GPU's: 8000gbit); else --tune's\n"
           "or this CPU's defaults. --replay copies: each TP group through its first rank (tp\n"
-          "times fewer ranks; a message waits for its slowest copy where copies' paths differ);\n"
-          "auto: so above 4,096 ranks.\n",
+          "times fewer ranks); pipeline: one pipeline standing for all (its DP allreduces\n"
+          "through their first rank, mirrored by a ring's shift or a hypercube's xor); a\n"
+          "message waits for its slowest copy where copies' paths differ. auto: pipeline above\n"
+          "4,096 ranks (copies with ep > 1), else every rank.\n",
           stdout);
       return 0;
     }
@@ -273,6 +303,8 @@ int sim_train_main(const std::vector<std::string>& args) {
   sim::train::DagOptions dag;
   dag.sim = params_from(o.tune);
   if (o.intra_rate > 0) dag.sim.intra_bytes_per_s = o.intra_rate;
+  // A step is many calls: ten times the single collective's guard (minutes here, not hours).
+  dag.sim.max_flows_solved = o.max_flows_solved > 0 ? o.max_flows_solved : 4e9;
   if (o.reduce_rate > 0) dag.sim.gamma_bytes_per_s = dag.sim.copy_bytes_per_s = o.reduce_rate;
   dag.placement.ranks_per_host = o.ranks_per_host;
   dag.chunk_bytes = o.chunk_bytes;
@@ -285,9 +317,15 @@ int sim_train_main(const std::vector<std::string>& args) {
                 describe(layout).c_str(), topology->spec().c_str(), o.ranks_per_host);
     const sim::train::StepGraph step = step_of(o, layout);
     if (step.copies > 1)
-      std::printf("replayed through each TP group's first rank (%d ranks, each for %d)\n",
+      std::printf("replayed through %s (%d ranks, each for %d)\n",
+                  step.ranks == layout.pp ? "one pipeline" : "each TP group's first rank",
                   step.ranks, step.copies);
-    report(*topology, sim::train::replay_step(*topology, step, dag), o.path_lines);
+    const auto started = std::chrono::steady_clock::now();
+    const sim::train::TrainResult r = sim::train::replay_step(*topology, step, dag);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report(*topology, r, o.path_lines);
+    std::printf("replayed in %.1f s\n", took);
+    append(o.json, record(*topology, layout.ranks(), &layout, r, took));
     return 0;
   }
   const sim::train::RecordedStep recorded = sim::train::read_timeline(read_file(o.timeline), o.step);
@@ -299,6 +337,7 @@ int sim_train_main(const std::vector<std::string>& args) {
   report(*topology, r, o.path_lines);
   std::printf("measured %.3f ms, replayed %.3f ms (%+.1f %%)\n", recorded.measured_s * 1e3,
               r.step_s * 1e3, (r.step_s / recorded.measured_s - 1) * 100);
+  append(o.json, record(*topology, recorded.graph.ranks, nullptr, r, 0));
   return 0;
 }
 

@@ -2,7 +2,7 @@
 //
 //   plait sim train --layout FILE | --timeline FILE [--step K]
 //                   --topology SPEC [--ranks-per-host M] [--chunk B] [--tune FILE]
-//                   [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies]
+//                   [--intra-rate R] [--reduce-rate R] [--replay auto|full|copies|pipeline]
 //                   [--sweep [--ranks N] [--tp A,B] [--pp A,B] [--schedules S,T]]
 //                   [--json FILE] [--path LINES]
 #pragma once
