@@ -56,6 +56,25 @@ class DagBuilder {
  private:
   int host(int rank) const { return options_.placement.host_of(rank * graph_.copies); }
 
+  // Step j of call c's schedule as a node: its kind, bytes and core time (rank and peers are
+  // the caller's to set).
+  Node step_node(const coll::Step& st, size_t elem, int c, coll::StepId j) const {
+    Node n;
+    n.call = c;
+    n.index = j;
+    switch (st.kind) {
+      case StepKind::kSend:
+        n.kind = NodeKind::kSend;
+        n.bytes = static_cast<double>(st.src.count * elem);
+        break;
+      case StepKind::kRecv: n.kind = NodeKind::kRecv; break;
+      case StepKind::kRecvReduce: n.kind = NodeKind::kRecvReduce; break;
+      default: n.kind = NodeKind::kLocal; break;
+    }
+    n.seconds = core_seconds(st, elem, options_.sim);
+    return n;
+  }
+
   NodeId add(Node n) {
     dag_.nodes.push_back(n);
     dag_.deps.push_back(0);
@@ -203,21 +222,9 @@ class DagBuilder {
         const NodeId base = static_cast<NodeId>(dag_.nodes.size());
         for (coll::StepId j = 0; j < s.steps.size(); ++j) {
           const coll::Step& st = s.steps[j];
-          Node n;
+          Node n = step_node(st, elem, c, j);
           n.rank = call.members[pos];
-          n.call = c;
-          n.index = j;
           n.peer = st.peer >= 0 ? call.members[st.peer] : -1;
-          switch (st.kind) {
-            case StepKind::kSend:
-              n.kind = NodeKind::kSend;
-              n.bytes = static_cast<double>(st.src.count * elem);
-              break;
-            case StepKind::kRecv: n.kind = NodeKind::kRecv; break;
-            case StepKind::kRecvReduce: n.kind = NodeKind::kRecvReduce; break;
-            default: n.kind = NodeKind::kLocal; break;
-          }
-          n.seconds = core_seconds(st, elem, options_.sim);
           const NodeId id = add(n);
           if (n.kind == NodeKind::kSend) sends[{n.rank, n.peer}].push_back(id);
           if (n.kind == NodeKind::kRecv || n.kind == NodeKind::kRecvReduce) recvs.push_back(id);
@@ -333,23 +340,11 @@ class DagBuilder {
     const NodeId base = static_cast<NodeId>(dag_.nodes.size());
     for (coll::StepId j = 0; j < s.steps.size(); ++j) {
       const coll::Step& st = s.steps[j];
-      Node node;
+      Node node = step_node(st, elem, c, j);
       node.rank = call.members[0];
-      node.call = c;
-      node.index = j;
       node.peer = st.peer >= 0 ? call.members[0] : -1;
       node.group_peer = st.peer;
       node.group_rank = k;
-      switch (st.kind) {
-        case StepKind::kSend:
-          node.kind = NodeKind::kSend;
-          node.bytes = static_cast<double>(st.src.count * elem);
-          break;
-        case StepKind::kRecv: node.kind = NodeKind::kRecv; break;
-        case StepKind::kRecvReduce: node.kind = NodeKind::kRecvReduce; break;
-        default: node.kind = NodeKind::kLocal; break;
-      }
-      node.seconds = core_seconds(st, elem, options_.sim);
       const NodeId id = add(node);
       if (node.kind == NodeKind::kSend) (*sends)[{k, st.peer}].push_back(id);
       if (node.kind == NodeKind::kRecv || node.kind == NodeKind::kRecvReduce) recvs->push_back(id);

@@ -102,7 +102,6 @@ class StepReplay {
 
   void push(double t, EventKind kind, uint32_t id) { events_.push({t, order_++, id, kind}); }
 
-  int host(int rank) const { return options_.placement.host_of(rank * graph_.copies); }
   double start(int rank) const { return graph_.starts.empty() ? 0 : graph_.starts[rank]; }
 
   void handle(const Event& e) {
@@ -359,8 +358,7 @@ class StepReplay {
       if (first.kind != NodeKind::kTask)
         line = "rank " + std::to_string(first.rank) + " " + graph_.calls[first.call].name + " (" +
                dag_.algorithms[first.call] + ")";
-      const double from = first.kind == NodeKind::kTask ? states_[it->first].ready
-                                                        : states_[it->first].ready;
+      const double from = states_[it->first].ready;
       char at[64];
       std::snprintf(at, sizeof at, ": %.3f-%.3f ms", from * 1e3, states_[it->last].done * 1e3);
       out.push_back(line + at);
