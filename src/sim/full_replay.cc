@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <queue>
 #include <unordered_map>
 
 #include "plait/error.h"
 #include "sim/copy_routes.h"
 #include "sim/flow_network.h"
 #include "sim/pair_fifo.h"
+#include "sim/replay_events.h"
 
 namespace plait::sim {
 namespace {
@@ -47,18 +47,6 @@ struct Message {
   int32_t uplink = -1;  // the FIFO link it queues on (Link::fifo), or -1
 };
 
-enum class EventKind : uint8_t { kReady, kDone, kFlowStart };
-
-struct Event {
-  double time;
-  uint64_t order;  // FIFO among equal times: runs are deterministic
-  uint32_t id;     // a step, or for kFlowStart a message
-  EventKind kind;
-  bool operator>(const Event& o) const {
-    return time != o.time ? time > o.time : order > o.order;
-  }
-};
-
 class FullReplay {
  public:
   // `tokens`: per link, its bucket's tokens at the start (empty: none).
@@ -93,31 +81,12 @@ class FullReplay {
   ReplayResult run() {
     for (StepId g = 0; g < steps_.size(); ++g)
       if (states_[g].deps_left == 0) push(0, EventKind::kReady, g);
-    while (true) {
-      // Everything due now first: the rates are solved once for all the flows that start at
-      // this instant (a tree's ranks post their first chunks together), not once per flow.
-      if (!events_.empty() && events_.top().time <= network_.now()) {
-        const Event e = events_.top();
-        events_.pop();
-        handle(e);
-        continue;
-      }
-      // Flows done the moment they were added (no bytes, or no links: a token message)
-      // are due now, whatever else is pending.
-      if (std::vector<int> done = network_.take_finished(); !done.empty()) {
-        for (int f : done) subflow_done(f, network_.now());
-        continue;
-      }
-      const double t_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
-      const double t_flow = network_.next_finish();
-      if (t_event == FlowNetwork::kNever && t_flow == FlowNetwork::kNever) break;
-      // To the next flow's end or event, whichever is first; the events due then are handled
-      // at the top of the loop.
-      const double t = std::min(t_flow, t_event);
-      network_.advance(t);
-      for (int f : network_.take_finished()) subflow_done(f, t);
-      if (network_.solved() > params_.max_flows_solved) too_much_work();
-    }
+    run_events(
+        events_, network_, [this](const Event& e) { handle(e); },
+        [this](int f, double t) { subflow_done(f, t); },
+        [this] {
+          if (network_.solved() > params_.max_flows_solved) too_much_work();
+        });
     check_all_done();
     return result();
   }
@@ -203,7 +172,7 @@ class FullReplay {
     unpaired_sends_ = send_count - messages_.size();
   }
 
-  void push(double t, EventKind kind, uint32_t id) { events_.push({t, order_++, id, kind}); }
+  void push(double t, EventKind kind, uint32_t id) { events_.push(t, kind, id); }
 
   void handle(const Event& e) {
     switch (e.kind) {
@@ -473,8 +442,7 @@ class FullReplay {
   PairFifo fifo_;
   std::unordered_map<int, std::vector<int>> uplink_queues_;  // by FIFO link: messages, head first
   std::unordered_map<int, std::vector<int>> uplink_flows_;   // a message on a FIFO link: its flows
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
-  uint64_t order_ = 0;
+  EventQueue events_;
   double network_bytes_ = 0;
   double end_time_ = 0;
   StepId end_step_ = kNone;

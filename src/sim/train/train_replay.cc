@@ -2,27 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <queue>
 #include <unordered_map>
 
 #include "plait/error.h"
 #include "sim/flow_network.h"
 #include "sim/pair_fifo.h"
+#include "sim/replay_events.h"
 
 namespace plait::sim::train {
 namespace {
-
-enum class EventKind : uint8_t { kReady, kDone, kFlowStart };
-
-struct Event {
-  double time;
-  uint64_t order;  // FIFO among equal times: runs are deterministic
-  uint32_t id;     // a node, or for kFlowStart a message
-  EventKind kind;
-  bool operator>(const Event& o) const {
-    return time != o.time ? time > o.time : order > o.order;
-  }
-};
 
 struct NodeState {
   double ready = -1;
@@ -63,31 +51,18 @@ class StepReplay {
   TrainResult run() {
     for (NodeId n = 0; n < dag_.nodes.size(); ++n)
       if (deps_left_[n] == 0) push(start(dag_.nodes[n].rank), EventKind::kReady, n);
-    while (true) {
-      if (!events_.empty() && events_.top().time <= network_.now()) {
-        const Event e = events_.top();
-        events_.pop();
-        handle(e);
-        continue;
-      }
-      if (std::vector<int> done = network_.take_finished(); !done.empty()) {
-        for (int f : done) subflow_done(f, network_.now());
-        continue;
-      }
-      const double t_event = events_.empty() ? FlowNetwork::kNever : events_.top().time;
-      const double t_flow = network_.next_finish();
-      if (t_event == FlowNetwork::kNever && t_flow == FlowNetwork::kNever) break;
-      const double t = std::min(t_flow, t_event);
-      network_.advance(t);
-      for (int f : network_.take_finished()) subflow_done(f, t);
-      if (network_.solved() > options_.sim.max_flows_solved)
-        throw invalid_usage("sim train: the replay stopped at " +
-                            std::to_string(network_.now() * 1e3) +
-                            " ms of the step: its flows share links so widely that re-solving "
-                            "their rates took over " +
-                            std::to_string(static_cast<long long>(options_.sim.max_flows_solved)) +
-                            " flows (a larger chunk, or fewer ranks)");
-    }
+    run_events(
+        events_, network_, [this](const Event& e) { handle(e); },
+        [this](int f, double t) { subflow_done(f, t); },
+        [this] {
+          if (network_.solved() > options_.sim.max_flows_solved)
+            throw invalid_usage(
+                "sim train: the replay stopped at " + std::to_string(network_.now() * 1e3) +
+                " ms of the step: its flows share links so widely that re-solving their rates "
+                "took over " +
+                std::to_string(static_cast<long long>(options_.sim.max_flows_solved)) +
+                " flows (a larger chunk, or fewer ranks)");
+        });
     check_all_done();
     network_.advance(std::max(network_.now(), end_));
     return result();
@@ -100,7 +75,7 @@ class StepReplay {
     return c;
   }
 
-  void push(double t, EventKind kind, uint32_t id) { events_.push({t, order_++, id, kind}); }
+  void push(double t, EventKind kind, uint32_t id) { events_.push(t, kind, id); }
 
   double start(int rank) const { return graph_.starts.empty() ? 0 : graph_.starts[rank]; }
 
@@ -435,8 +410,7 @@ class StepReplay {
   std::unordered_map<int, int> memory_paths_;          // by host
   std::vector<int> flow_message_;
   PairFifo fifo_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
-  uint64_t order_ = 0;
+  EventQueue events_;
   double network_bytes_ = 0;
   double end_ = 0;
   NodeId end_node_ = kNoNode;

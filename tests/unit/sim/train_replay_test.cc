@@ -164,16 +164,28 @@ TEST(TrainReplay, TheCostModelPicksWhereTheCallDoesNot) {
   EXPECT_GT(step.step_s, 0);
 }
 
+// Four transformer blocks under 1F1B, tp ranks of a group on one host of two.
+Layout four_blocks(int dp, int tp, int pp) {
+  return parse_layout(R"({"model": {"seq": 512, "dtype": "bf16", "layers": [
+      {"kind": "transformer", "count": 4, "hidden": 512, "ffn": 2048}]},
+      "flops_per_s": 1e12, "global_batch": 8, "schedule": "1f1b", "dp": )" +
+                          std::to_string(dp) + ", \"tp\": " + std::to_string(tp) +
+                          ", \"pp\": " + std::to_string(pp) + "}",
+                      dp * tp * pp);
+}
+
+DagOptions two_a_host(int ranks) {
+  DagOptions o;
+  o.placement = {.ranks = ranks, .ranks_per_host = 2};
+  return o;
+}
+
 TEST(TrainReplay, ATensorParallelGroupThroughItsFirstRankIsExactOnAStar) {
   // 2 x 2 x 2 (dp, tp, pp) on 4 hosts of 2 ranks: the TP pairs share a host, DP and the
   // pipeline cross the star, where a rank's copy takes the same links as the rank.
-  const std::string text = R"({"model": {"seq": 512, "dtype": "bf16", "layers": [
-      {"kind": "transformer", "count": 4, "hidden": 512, "ffn": 2048}]},
-      "flops_per_s": 1e12, "global_batch": 8, "dp": 2, "tp": 2, "pp": 2, "schedule": "1f1b"})";
-  const Layout l = parse_layout(text, 8);
+  const Layout l = four_blocks(2, 2, 2);
   const auto topology = parse_topology("star:hosts=4,rate=10gbit");
-  DagOptions o;
-  o.placement = {.ranks = 8, .ranks_per_host = 2};
+  const DagOptions o = two_a_host(8);
   const StepGraph full = layout_step(l);
   const StepGraph copies = layout_step(l, LayoutReplay::kTpCopies);
   ASSERT_EQ(full.ranks, 8);
@@ -192,13 +204,9 @@ TEST(TrainReplay, OnePipelineStandingForTheOthersIsExactOnAStar) {
   // doubling or a double binary tree across the 4 replicas: through one pipeline (2 ranks,
   // each for 8), every replica's messages are its images under the ring's shift (or the
   // hypercube's xor).
-  const std::string text = R"({"model": {"seq": 512, "dtype": "bf16", "layers": [
-      {"kind": "transformer", "count": 4, "hidden": 512, "ffn": 2048}]},
-      "flops_per_s": 1e12, "global_batch": 8, "dp": 4, "tp": 2, "pp": 2, "schedule": "1f1b"})";
-  const Layout l = parse_layout(text, 16);
+  const Layout l = four_blocks(4, 2, 2);
   const auto topology = parse_topology("star:hosts=8,rate=10gbit");
-  DagOptions o;
-  o.placement = {.ranks = 16, .ranks_per_host = 2};
+  const DagOptions o = two_a_host(16);
   const StepGraph full = layout_step(l);
   const StepGraph one = layout_step(l, LayoutReplay::kOnePipeline);
   ASSERT_EQ(one.ranks, 2);
